@@ -1,0 +1,149 @@
+"""Gates: code that checks each stage's output before the next stage may start.
+
+Each gate returns a GateResult; a failed gate carries a message that says what is wrong, written
+for the role that owns the stage (and for the user who reads the job log).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.workspace import JobWorkspace
+
+SUPPORTED_TASKS = {"diagnosis"}
+
+
+@dataclass
+class GateResult:
+    gate: str
+    ok: bool
+    errors: list[str] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+
+    def message(self) -> str:
+        if self.ok:
+            return f"gate {self.gate}: passed"
+        return f"gate {self.gate} failed: " + "; ".join(self.errors)
+
+
+def _load(path: Path, errors: list[str]):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        errors.append(f"{path.name} is missing")
+    except json.JSONDecodeError as exc:
+        errors.append(f"{path.name} is not valid JSON ({exc})")
+    return None
+
+
+def check_plan(ws: JobWorkspace, known_datasets: dict[str, bool]) -> GateResult:
+    """plan.json parses; a chosen dataset is registered and available; the task is supported."""
+    errors: list[str] = []
+    plan = _load(ws.plan, errors)
+    if plan is None:
+        return GateResult("plan", False, errors)
+    status = plan.get("status")
+    if status not in ("ready", "no_dataset"):
+        errors.append(f"plan status must be 'ready' or 'no_dataset', got {status!r}")
+    elif status == "ready":
+        name = plan.get("dataset")
+        if name not in known_datasets:
+            errors.append(f"dataset {name!r} is not a registered datacard")
+        elif not known_datasets[name]:
+            errors.append(f"dataset {name!r} is registered but its folder does not exist")
+        if plan.get("task") not in SUPPORTED_TASKS:
+            errors.append(f"task {plan.get('task')!r} is not supported yet "
+                          f"(supported: {', '.join(sorted(SUPPORTED_TASKS))})")
+        for key in ("dataset_path", "metric", "model", "reasons"):
+            if not plan.get(key):
+                errors.append(f"plan is missing {key!r}")
+    elif not plan.get("reasons"):
+        errors.append("a no_dataset plan must give the reasons")
+    return GateResult("plan", not errors, errors, {"status": status})
+
+
+def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
+    """Index files parse and follow the schema; no image or patient on both sides; every class
+    in training; every listed image exists."""
+    errors: list[str] = []
+    d = ws.datapath
+    train, test = _load(d / "train.json", errors), _load(d / "test.json", errors)
+    labels, split = _load(d / "label_dict.json", errors), _load(d / "split.json", errors)
+    if errors:
+        return GateResult("index", False, errors)
+    if not isinstance(labels, dict) or sorted(labels.values()) != list(range(len(labels))):
+        errors.append("label_dict.json must map each label to 0..N-1 without gaps")
+        labels = labels if isinstance(labels, dict) else {}
+    for name, index in (("train", train), ("test", test)):
+        if not isinstance(index, dict) or not index:
+            errors.append(f"{name}.json must be a non-empty object {{image_path: [label, ...]}}")
+            continue
+        bad = [p for p, v in index.items() if not isinstance(v, list) or not v
+               or any(lbl not in labels for lbl in v)]
+        if bad:
+            errors.append(f"{name}.json: {len(bad)} entries have labels missing from "
+                          f"label_dict.json, e.g. {bad[0]}")
+        missing = [p for p in index if not Path(p).exists()]
+        if missing:
+            errors.append(f"{name}.json: {len(missing)} images do not exist, e.g. {missing[0]}")
+    if errors:
+        return GateResult("index", False, errors)
+    overlap = set(train) & set(test)
+    if overlap:
+        errors.append(f"{len(overlap)} images are in both train and test, e.g. {next(iter(overlap))}")
+    group_overlap = set(split.get("train_groups", [])) & set(split.get("test_groups", []))
+    if group_overlap:
+        errors.append(f"{len(group_overlap)} patients/groups are in both train and test "
+                      f"(e.g. {sorted(group_overlap)[0]}): split by patient")
+    train_labels = {lbl for v in train.values() for lbl in v}
+    absent = sorted(set(labels) - train_labels)
+    if absent:
+        errors.append(f"classes with no training image: {', '.join(absent)}")
+    test_labels = {lbl for v in test.values() for lbl in v}
+    facts = {"num_train": len(train), "num_test": len(test), "classes": sorted(labels),
+             "test_classes_missing": sorted(set(labels) - test_labels)}
+    return GateResult("index", not errors, errors, facts)
+
+
+def check_dataloader(ws: JobWorkspace) -> GateResult:
+    errors: list[str] = []
+    if not ws.dataloader.exists():
+        errors.append("Datapath/dataloader.py is missing")
+    report = _load(ws.datapath / "dataloader_check.json", errors)
+    if report is not None:
+        if report.get("failed"):
+            errors.append(f"{len(report['failed'])} samples failed to load, e.g. "
+                          f"{report['failed'][0]}")
+        expected = report.get("expected", {})
+        for split in ("train", "test"):
+            if report.get("loaded", {}).get(split) != expected.get(split):
+                errors.append(f"{split}: loaded {report.get('loaded', {}).get(split)} of "
+                              f"{expected.get(split)} samples")
+        if len(report.get("shapes", [])) != 1:
+            errors.append(f"samples must share one shape after transforms, got "
+                          f"{report.get('shapes')}")
+    return GateResult("dataloader", not errors, errors, report or {})
+
+
+def check_training(ws: JobWorkspace, metric_rows: int) -> GateResult:
+    errors: list[str] = []
+    summary = _load(ws.logout / "train_summary.json", errors)
+    if metric_rows == 0:
+        errors.append("training wrote no metric to the store")
+    if not (ws.logout / "predictions.json").exists():
+        errors.append("Logout/predictions.json (test-set predictions) is missing")
+    if summary is not None and not Path(summary.get("model_path", "")).exists():
+        errors.append("the trained model file is missing")
+    return GateResult("training", not errors, errors, summary or {})
+
+
+def check_report(ws: JobWorkspace) -> GateResult:
+    errors: list[str] = []
+    report = _load(ws.report, errors)
+    if report is not None:
+        if report.get("evaluator") != "core.evaluation.evaluate_diagnosis":
+            errors.append("report.json was not written by the system's evaluator")
+        if not report.get("metrics"):
+            errors.append("report.json has no metrics")
+    return GateResult("report", not errors, errors, (report or {}).get("metrics", {}))

@@ -1,0 +1,183 @@
+"""The Task Manager's judgement, made deterministic: read a request, score every datacard.
+
+Scoring (higher is better), each part explained in words for the user:
+
+* task: the request's task must be one the card offers (segmentation requests also accept
+  lesion/anomaly cards) — a mismatch rules the card out;
+* modality and anatomy: a stated mismatch rules the card out; a match adds points;
+* classes: class names of the card named in the request add points;
+* description: shared content words add a little;
+* an unavailable card (its folder does not exist) is never chosen, and the reason says so.
+
+A card is chosen only when it matches the task and at least one of modality, anatomy or classes.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from core.datacards import Datacard
+
+TASK_WORDS = [
+    ("report_generation", r"\breports?\b|\bfindings\b|\bimpressions?\b|\bcaption|radiology report"),
+    ("anomaly_detection", r"\banomal\w*|\blesions?\b|\btumou?rs?\b|\bbounding box|\bdetect\w* (?:the )?(?:lesion|tumou?r|nodule|abnormal)|\bnodules?\b|\bhaemorrhage|\bhemorrhage|\binfection (?:region|area)"),
+    ("segmentation", r"\bsegment\w*|\bdelineat\w*|\bcontour\w*|\bmask\w*|\bparcellat\w*"),
+    ("diagnosis", r"\bclassif\w*|\bdiagnos\w*|\bdistinguish\w*|\bversus\b|\bvs\.?\b|\bpredict\w*|\btell\b.*\bfrom\b|\bdetect\w*|\bscreen\w*|\bgrade\w*|\bstag\w*"),
+]
+MODALITY_WORDS = {
+    "CT": r"\bct\b|computed tomography|\bcat scan",
+    "MRI": r"\bmri?\b|magnetic resonance|\bt1\b|\bt2\b|\bflair\b",
+    "X-ray": r"x-?rays?|\bradiograph\w*|\bcxr\b|\bchest film",
+    "Ultrasound": r"ultrasound|\bsonograph\w*|\bechocardiograph\w*",
+}
+ANATOMY_WORDS = {
+    "chest": r"\bchest\b|\blungs?\b|\bthora\w*|\bpulmonary\b|\bpneumon\w*|\bcovid\w*|\bcardiac\b|\bheart\b",
+    "brain": r"\bbrain\b|\bcereb\w*|\bneuro\w*|\balzheimer\w*|\bdementia\b|\bintracranial\b|\bhead\b",
+    "knee": r"\bknees?\b|\bacl\b|\bmenisc\w*|\bcruciate\b",
+    "abdomen": r"\babdom\w*|\bliver\b|\bpancrea\w*|\bspleen\b|\bkidneys?\b|\brenal\b|\bstomach\b|\bgallbladder\b",
+    "spine": r"\bspin\w*|\bvertebra\w*|\blumbar\b|\bcervical\b",
+}
+ANATOMY_PARENTS = {"kidney": "abdomen", "liver": "abdomen", "pancreas": "abdomen",
+                   "head": "brain", "lung": "chest", "thorax": "chest"}
+STOPWORDS = set("""a an and are as at be build by can classify classification data dataset
+for from in into is it me model models of on or please the this to train using versus vs
+which with want would like need images image scans scan make create""".split())
+
+
+@dataclass
+class Intent:
+    task: str = ""
+    modality: str = ""
+    anatomy: str = ""
+    dimension: str = ""
+    words: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    name: str
+    score: float
+    eligible: bool
+    reasons: list[str]
+
+
+def parse_request(request: str) -> Intent:
+    text = request.lower()
+    intent = Intent()
+    for task, pattern in TASK_WORDS:
+        if re.search(pattern, text):
+            intent.task = task
+            break
+    for modality, pattern in MODALITY_WORDS.items():
+        if re.search(pattern, text):
+            intent.modality = modality
+            break
+    for anatomy, pattern in ANATOMY_WORDS.items():
+        if re.search(pattern, text):
+            intent.anatomy = anatomy
+            break
+    if re.search(r"\b3d\b|\bvolum\w*", text):
+        intent.dimension = "3D"
+    elif re.search(r"\b2d\b|\bslices?\b", text):
+        intent.dimension = "2D"
+    intent.words = sorted({w for w in re.findall(r"[a-z][a-z0-9-]{2,}", text)} - STOPWORDS)
+    return intent
+
+
+def _norm(word: str) -> str:
+    word = word.lower().strip()
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
+def _canonical_anatomy(value: str) -> str:
+    value = value.lower().strip()
+    for anatomy, pattern in ANATOMY_WORDS.items():
+        if value == anatomy or re.search(pattern, value):
+            return anatomy
+    return ANATOMY_PARENTS.get(value, value)
+
+
+def _canonical_modality(value: str) -> str:
+    value = value.lower().strip()
+    for modality, pattern in MODALITY_WORDS.items():
+        if value == modality.lower() or re.search(pattern, value):
+            return modality
+    return value
+
+
+def score_card(intent: Intent, card: Datacard, available: bool) -> Candidate:
+    reasons: list[str] = []
+    score = 0.0
+    eligible = True
+    specific = 0  # matches beyond the task
+    if intent.task:
+        accepted = {intent.task} | ({"anomaly_detection"} if intent.task == "segmentation" else set())
+        if set(card.tasks) & accepted:
+            score += 3.0
+            reasons.append(f"offers the requested task ({intent.task})")
+        else:
+            eligible = False
+            reasons.append(f"task mismatch: request asks for {intent.task}, card offers "
+                           f"{', '.join(card.tasks) or 'no task'}")
+    if intent.modality and card.modality:
+        if _canonical_modality(card.modality) == intent.modality:
+            score += 2.0
+            specific += 1
+            reasons.append(f"modality {card.modality} matches")
+        else:
+            eligible = False
+            reasons.append(f"modality mismatch: request {intent.modality}, card {card.modality}")
+    if intent.anatomy and card.anatomy:
+        if _canonical_anatomy(card.anatomy) == intent.anatomy:
+            score += 2.0
+            specific += 1
+            reasons.append(f"anatomy {card.anatomy} matches")
+        else:
+            eligible = False
+            reasons.append(f"anatomy mismatch: request {intent.anatomy}, card {card.anatomy}")
+    if intent.dimension and card.dimension:
+        if intent.dimension == card.dimension:
+            score += 0.5
+            reasons.append(f"dimension {card.dimension} matches")
+        else:
+            score -= 0.5
+            reasons.append(f"dimension differs (card is {card.dimension})")
+    request_words = {_norm(w) for w in intent.words}
+    named = [c for c in card.classes if _norm(c) in request_words or c.lower() in request_words]
+    if named:
+        score += 2.0 * len(named) / max(len(card.classes), 1) + 1.0
+        specific += 1
+        reasons.append(f"classes named in the request: {', '.join(named)}")
+    desc_words = {_norm(w) for w in re.findall(r"[a-z][a-z0-9-]{2,}", card.description.lower())}
+    shared = sorted((request_words & desc_words) - {_norm(w) for w in STOPWORDS})
+    if shared:
+        score += min(1.0, 0.25 * len(shared))
+        reasons.append(f"description shares: {', '.join(shared[:6])}")
+    if eligible and intent.task and specific == 0:
+        eligible = False
+        reasons.append("only the task matches; nothing ties the card to the request's "
+                       "modality, anatomy or classes")
+    if not available:
+        eligible = False
+        reasons.append("unavailable: its dataset folder does not exist on this machine")
+    return Candidate(card.name, round(score, 3), eligible, reasons)
+
+
+def rank_datacards(request: str, cards: list[tuple[Datacard, bool]]) -> dict:
+    """Rank (card, available) pairs. Returns the choice (or none) and every candidate's reasons."""
+    intent = parse_request(request)
+    candidates = sorted((score_card(intent, card, available) for card, available in cards),
+                        key=lambda c: (-int(c.eligible), -c.score, c.name))
+    chosen = candidates[0] if candidates and candidates[0].eligible else None
+    if chosen:
+        explanation = f"Chose {chosen.name} (score {chosen.score}): " + "; ".join(chosen.reasons)
+    elif not intent.task:
+        explanation = ("The request does not say what to build (classify, segment, detect "
+                       "anomalies or write reports); no dataset chosen.")
+    else:
+        explanation = (f"No registered dataset fits a {intent.task} request"
+                       f"{' on ' + intent.modality if intent.modality else ''}"
+                       f"{' of the ' + intent.anatomy if intent.anatomy else ''}. "
+                       "Register a dataset with a datacard that describes it.")
+    return {"intent": asdict(intent), "chosen": chosen.name if chosen else None,
+            "explanation": explanation, "candidates": [asdict(c) for c in candidates]}

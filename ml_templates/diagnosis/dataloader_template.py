@@ -1,0 +1,92 @@
+"""Diagnosis dataloader: reads the paper-format index (train.json / test.json / label_dict.json)
+and yields ``{"pixel_values": float tensor (C, *IMAGE_SIZE), "labels": ...}`` per image.
+
+The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
+block between the CONFIG markers; the rest is used as it is. An index key is an image file
+(PNG/JPEG, DICOM, NIfTI, NRRD, ...) or a folder of 2D slices that form one 3D scan.
+"""
+# --- M3B CONFIG START
+DATAPATH = "."
+IMAGE_SIZE = [128, 128]
+IN_CHANNELS = 1
+MULTI_LABEL = False
+# --- M3B CONFIG END
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+from monai.transforms import (Compose, EnsureType, LoadImage, RandAffine, RandGaussianNoise,
+                              Resize, ScaleIntensity)
+
+_SLICE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm"}
+
+
+def _natural_key(path: Path):
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", path.name)]
+
+
+class _ReadImage:
+    """File -> (C, ...) array with IN_CHANNELS channels; a folder of slices -> (C, D, H, W)."""
+
+    def __init__(self):
+        self.loader = LoadImage(image_only=True, ensure_channel_first=True)
+
+    def _one(self, path: Path) -> torch.Tensor:
+        img = torch.as_tensor(np.asarray(self.loader(str(path))), dtype=torch.float32)
+        if img.shape[0] != IN_CHANNELS:  # RGB(A) -> gray, or gray -> repeated
+            img = img[:3].mean(0, keepdim=True).repeat(IN_CHANNELS, *[1] * (img.ndim - 1))
+        return img
+
+    def __call__(self, key: str) -> torch.Tensor:
+        path = Path(key)
+        if path.is_dir():
+            slices = sorted((p for p in path.iterdir() if p.suffix.lower() in _SLICE_SUFFIXES),
+                            key=_natural_key)
+            return torch.stack([self._one(p) for p in slices], dim=1)
+        return self._one(path)
+
+
+def build_transforms(augment: bool) -> Compose:
+    steps = [ScaleIntensity(minv=0.0, maxv=1.0), Resize(spatial_size=IMAGE_SIZE)]
+    if augment:
+        steps += [RandAffine(prob=0.5, rotate_range=0.1, scale_range=0.1,
+                             translate_range=[s * 0.05 for s in IMAGE_SIZE], padding_mode="zeros"),
+                  RandGaussianNoise(prob=0.3, std=0.02)]
+    steps.append(EnsureType(data_type="tensor", dtype=torch.float32, track_meta=False))
+    return Compose(steps)
+
+
+def load_label_dict(datapath: str = DATAPATH) -> dict:
+    return json.loads((Path(datapath) / "label_dict.json").read_text())
+
+
+class DiagnosisDataset(torch.utils.data.Dataset):
+    def __init__(self, split: str = "train", augment: bool | None = None,
+                 datapath: str = DATAPATH, items: list | None = None):
+        self.label_dict = load_label_dict(datapath)
+        index = json.loads((Path(datapath) / f"{split}.json").read_text())
+        self.items = items if items is not None else sorted(index.items())
+        self.read = _ReadImage()
+        self.transforms = build_transforms(split == "train" if augment is None else augment)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def encode(self, labels: list) -> torch.Tensor:
+        if MULTI_LABEL:
+            target = torch.zeros(len(self.label_dict), dtype=torch.float32)
+            for name in labels:
+                target[self.label_dict[name]] = 1.0
+            return target
+        return torch.tensor(self.label_dict[labels[0]], dtype=torch.long)
+
+    def __getitem__(self, i: int) -> dict:
+        path, labels = self.items[i]
+        pixels = self.transforms(self.read(path))
+        return {"pixel_values": pixels, "labels": self.encode(labels), "image_path": path}
+
+
+def get_dataset(split: str, augment: bool | None = None) -> DiagnosisDataset:
+    return DiagnosisDataset(split, augment)
