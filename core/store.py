@@ -16,7 +16,7 @@ import sqlite_utils
 SCHEMA: dict[str, dict[str, Any]] = {
     "datacards": {
         "columns": {"name": str, "path": str, "task": str, "modality": str, "anatomy": str,
-                    "dimension": str, "source": str, "card_path": str, "card": str,
+                    "dimension": str, "source": str, "card_path": str, "card": str, "available": int,
                     "registered_at": float, "updated_at": float},
         "pk": "name",
     },

@@ -1,0 +1,51 @@
+"""Dataset fingerprint (nnU-Net's idea): a few numbers read from image headers that drive the
+plan — typical size, channels, dimension. Reads headers only; never loads a whole dataset."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+
+def _shape_of(path: Path) -> tuple[list[int], int] | None:
+    name = path.name.lower()
+    try:
+        if path.is_dir():
+            slices = sorted(p for p in path.iterdir() if p.is_file())
+            first = _shape_of(slices[0]) if slices else None
+            return ([len(slices), *first[0]], first[1]) if first else None
+        if name.endswith((".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")):
+            from PIL import Image
+            with Image.open(path) as img:
+                channels = len(img.getbands())
+                return [img.height, img.width], 1 if channels in (1, 2) else 3
+        if name.endswith((".dcm", ".dicom")):
+            import pydicom
+            ds = pydicom.dcmread(path, stop_before_pixels=True)
+            return [int(ds.Rows), int(ds.Columns)], int(getattr(ds, "SamplesPerPixel", 1))
+        if name.endswith((".nii", ".nii.gz")):
+            import nibabel
+            shape = list(nibabel.load(path).shape)
+            return shape[:3], shape[3] if len(shape) > 3 else 1
+    except Exception:
+        return None
+    return None
+
+
+def fingerprint(image_paths: list[str], max_probe: int = 50) -> dict:
+    step = max(1, len(image_paths) // max_probe)
+    probes = [p for p in (_shape_of(Path(x)) for x in image_paths[::step][:max_probe]) if p]
+    if not probes:
+        return {"probed": 0}
+    ndim = statistics.mode(len(s) for s, _ in probes)
+    shapes = [s for s, _ in probes if len(s) == ndim]
+    median = [int(statistics.median(axis)) for axis in zip(*shapes)]
+    return {"probed": len(probes), "spatial_dims": ndim, "median_shape": median,
+            "min_shape": [min(a) for a in zip(*shapes)], "max_shape": [max(a) for a in zip(*shapes)],
+            "channels": statistics.mode(c for _, c in probes)}
+
+
+def training_image_size(fp: dict, device: str) -> list[int]:
+    """Median size, capped (CPU 128 px in 2D / 64 voxels in 3D; GPU 224 / 128), multiple of 16."""
+    median = fp.get("median_shape") or [128, 128]
+    cap = (224 if len(median) == 2 else 128) if device == "cuda" else (128 if len(median) == 2 else 64)
+    return [max(32, min(cap, int(round(m / 16)) * 16 or 16)) for m in median]

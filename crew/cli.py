@@ -1,0 +1,150 @@
+"""Command line: register datasets, build models, list and show jobs.
+
+    python -m crew register PATH --name NAME [--description TEXT] [--home DIR] [--json]
+    python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
+    python -m crew jobs [--home DIR]
+    python -m crew show JOB [--home DIR]
+    python -m crew demo [--home DIR]          build and register the demo dataset
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+from core.jobs import JobError, create_job, set_approval
+from core.settings import get_settings
+from core.store import TERMINAL_STATUSES, open_store
+
+
+def _print(data: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+        return
+    for key, value in data.items():
+        if value not in (None, [], {}, ""):
+            print(f"{key}: {json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
+
+
+def cmd_register(args) -> int:
+    from core.registration import register_dataset
+    settings = get_settings(args.home)
+    result = register_dataset(settings, open_store(settings.store_path), args.path, args.name,
+                              args.description or "")
+    _print(result, args.json)
+    return 0 if result["status"] == "registered" else 1
+
+
+def cmd_demo(args) -> int:
+    from crew.demo import ensure_demo
+    result = ensure_demo(get_settings(args.home))
+    _print(result, args.json)
+    return 0 if result["status"] == "registered" else 1
+
+
+def _progress(store, job_id: str, last_id: int) -> int:
+    for event in store.events(job_id, last_id):
+        last_id = event["id"]
+        if event["kind"] in ("tool", "gate", "stage") and not (event["kind"] == "stage"
+                                                               and event["tool"] == "start"):
+            mark = "ok " if event["ok"] else "ERR"
+            print(f"[{event['role']:<16}] {mark} {event['kind']:<5} {event['tool']:<20} "
+                  f"{event['result'][:110]} ({event['seconds']:.1f}s)", file=sys.stderr)
+        elif event["kind"] == "stage":
+            print(f"[{event['role']:<16}] --- starts", file=sys.stderr)
+    return last_id
+
+
+def _ask_approval(store, job_id: str) -> None:
+    job = store.job(job_id)
+    plan = json.loads(open(f"{job['workspace']}/plan.json").read())
+    print("\nPlan:\n" + json.dumps({k: plan.get(k) for k in ("dataset", "task", "model", "metric",
+                                   "split", "time_budget_s", "reasons")}, indent=2), file=sys.stderr)
+    answer = input("Approve this plan and start training? [y/N] ").strip().lower()
+    set_approval(store, job_id, "approved" if answer in ("y", "yes") else "cancelled")
+
+
+def cmd_build(args) -> int:
+    from crew.runner import run_job
+    settings = get_settings(args.home, args.llm)
+    store = open_store(settings.store_path)
+    if not args.yes and not sys.stdin.isatty():
+        print("error: the plan needs approval and there is no terminal to ask; pass --yes to "
+              "approve it without asking", file=sys.stderr)
+        return 2
+    try:
+        job_id = create_job(settings, store, args.request, settings.llm, auto_approve=args.yes)
+    except JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(run_job(settings, job_id)), daemon=True)
+    worker.start()
+    last, asked = 0, False
+    while worker.is_alive():
+        last = _progress(store, job_id, last)
+        if not asked and (store.job(job_id) or {}).get("status") == "awaiting_approval":
+            asked = True
+            _ask_approval(store, job_id)
+        worker.join(timeout=0.5)
+    _progress(store, job_id, last)
+    _print(result, args.json)
+    return 0 if result.get("status") in ("succeeded", "no_dataset") else 1
+
+
+def cmd_jobs(args) -> int:
+    store = open_store(get_settings(args.home).store_path)
+    for job in store.jobs(args.limit):
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(job["created_at"]))
+        print(f"{job['id']}  {created}  {job['status']:<17} {job['dataset'] or '-':<30} "
+              f"{job['request'][:60]}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    store = open_store(get_settings(args.home).store_path)
+    job = store.job(args.job_id)
+    if job is None:
+        print(f"error: no job {args.job_id}; `python -m crew jobs` lists them", file=sys.stderr)
+        return 1
+    job["result"] = json.loads(job["result"]) if job.get("result") else None
+    if args.events:
+        job["events"] = store.events(args.job_id)
+    _print(job, True)
+    return 0 if job["status"] not in TERMINAL_STATUSES - {"succeeded", "no_dataset"} else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="M3Builder home folder (default: $M3B_HOME or ~/.m3builder)")
+    common.add_argument("--json", action="store_true", help="print JSON")
+    parser = argparse.ArgumentParser(prog="python -m crew", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("register", parents=[common], help="register a dataset folder")
+    p.add_argument("path")
+    p.add_argument("--name", required=True)
+    p.add_argument("--description", default="")
+    p.set_defaults(func=cmd_register)
+    p = sub.add_parser("build", parents=[common], help="build a model from a request")
+    p.add_argument("request")
+    p.add_argument("--llm", help="'autopilot' (default) or a model string, e.g. openai/gpt-4o")
+    p.add_argument("--yes", action="store_true", help="approve the plan without asking")
+    p.set_defaults(func=cmd_build)
+    p = sub.add_parser("jobs", parents=[common], help="list jobs")
+    p.add_argument("--limit", type=int, default=30)
+    p.set_defaults(func=cmd_jobs)
+    p = sub.add_parser("show", parents=[common], help="describe one job")
+    p.add_argument("job_id")
+    p.add_argument("--events", action="store_true", help="include every step")
+    p.set_defaults(func=cmd_show)
+    p = sub.add_parser("demo", parents=[common], help="build and register the demo dataset")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)

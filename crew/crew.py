@@ -1,0 +1,61 @@
+"""Build the CrewAI crew from the YAML config: four agents, each with only its role's tools, and
+four tasks run in order. Each task's guardrail is its stage's gate (a failed gate goes back to
+the agent with the gate's message); the later tasks only run when the previous gate passed (and,
+after planning, when the user approved the plan)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from crewai import Agent, Crew, Process, Task
+from crewai.tasks.conditional_task import ConditionalTask
+
+from crew import events
+from crew.stages import STAGES, Stage
+from tools.context import JobContext
+from tools.registry import tools_for
+
+CONFIG_DIR = Path(__file__).parent / "config"
+MAX_ACTIONS = 100  # the paper's cap on tool calls per role
+
+
+def load_config() -> tuple[dict, dict]:
+    agents = yaml.safe_load((CONFIG_DIR / "agents.yaml").read_text())
+    tasks = yaml.safe_load((CONFIG_DIR / "tasks.yaml").read_text())
+    return agents, tasks
+
+
+def _guardrail(stage: Stage, ctx: JobContext):
+    def check(output):  # CrewAI function guardrail: (ok, value_or_error)
+        gate = stage.gate(ctx)
+        return (True, output) if gate.ok else (False, gate.message())
+    return check
+
+
+def build_crew(ctx: JobContext, llm_factory: Callable[[str], object],
+               may_continue: Callable[[int], bool]) -> tuple[Crew, list[Agent]]:
+    """``llm_factory(role_key)`` gives each agent its own LLM instance (honest token counts).
+    ``may_continue(i)`` decides whether stage i (1..3) runs: the previous gate passed and, for
+    the Data Engineer, the plan is ready and approved."""
+    agents_cfg, tasks_cfg = load_config()
+    agents, tasks = [], []
+    for i, stage in enumerate(STAGES):
+        a_cfg, t_cfg = agents_cfg[stage.role_key], tasks_cfg[stage.task_key]
+        agent = Agent(role=a_cfg["role"], goal=a_cfg["goal"].strip(),
+                      backstory=a_cfg["backstory"].strip(), llm=llm_factory(stage.role_key),
+                      tools=tools_for(stage.role_key, ctx), max_iter=MAX_ACTIONS,
+                      allow_delegation=False, verbose=False)
+        description = t_cfg["description"].replace("{request}", ctx.request.replace("{", "(")
+                                                    .replace("}", ")"))
+        common = dict(description=description, expected_output=t_cfg["expected_output"].strip(),
+                      agent=agent, guardrail=_guardrail(stage, ctx), guardrail_max_retries=2)
+        task = (Task(**common) if i == 0 else
+                ConditionalTask(condition=lambda _out, i=i: may_continue(i), **common))
+        events.route(agent.id, ctx, stage.role)
+        events.route(task.id, ctx, stage.role)
+        agents.append(agent)
+        tasks.append(task)
+    crew = Crew(agents=agents, tasks=tasks, process=Process.sequential, memory=False,
+                verbose=False)
+    return crew, agents

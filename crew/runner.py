@@ -1,0 +1,208 @@
+"""Run one job to its end: the four stages in order, gates between them, the approval step
+after planning, and a result in the CLI's contract. Autopilot calls each role's routine; with an
+LLM the CrewAI crew runs the same tasks with the same tools and gates."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+
+from core.jobs import set_approval, wait_for_approval
+from core.settings import AUTOPILOT, Settings
+from core.store import open_store
+from crew.autopilot import ROUTINES, StageError
+from crew.stages import STAGES
+from tools.context import JobContext
+from tools.registry import tools_for
+
+
+class JobRunner:
+    def __init__(self, settings: Settings, job_id: str,
+                 llm_factory: Callable[[str], object] | None = None):
+        self.settings = settings
+        self.store = open_store(settings.store_path)
+        self.job = self.store.job(job_id)
+        if self.job is None:
+            raise ValueError(f"no job {job_id} in {settings.store_path}")
+        self.ctx = JobContext(settings, self.store, job_id, self.job["request"])
+        self.llm_factory = llm_factory
+        self.stage_status = {s.role_key: "skipped" for s in STAGES}
+        self.stage_started: dict[str, float] = {}
+        self.stage_seconds: dict[str, float] = {}
+        self.outcome, self.error = "", ""
+        self.agents: list = []
+
+    # ------------------------------------------------------------------ shared steps
+    def _begin(self, i: int) -> None:
+        stage = STAGES[i]
+        self.stage_started[stage.role_key] = time.time()
+        self.stage_status[stage.role_key] = "running"
+        self.store.update_job(self.ctx.job_id, stage=stage.role)
+        self.ctx.event(stage.role, "stage", tool="start")
+
+    def _end(self, i: int, ok: bool, message: str) -> None:
+        stage = STAGES[i]
+        seconds = time.time() - self.stage_started.get(stage.role_key, time.time())
+        self.stage_seconds[stage.role_key] = seconds
+        self.stage_status[stage.role_key] = "succeeded" if ok else "failed"
+        self.ctx.event(stage.role, "stage", tool="end", result=message[:400], seconds=seconds,
+                       ok=ok)
+
+    def _gate(self, i: int):
+        stage = STAGES[i]
+        gate = stage.gate(self.ctx)
+        self.ctx.event(stage.role, "gate", tool=gate.gate, result=gate.message()[:1000],
+                       ok=gate.ok)
+        return gate
+
+    def _after_plan(self) -> bool:
+        """No dataset, or approval: decide whether building goes on."""
+        plan = self.ctx.workspace.read_plan()
+        self.store.update_job(self.ctx.job_id, dataset=plan.get("dataset") or "",
+                              task=plan.get("task") or "")
+        if plan["status"] == "no_dataset":
+            self.outcome = "no_dataset"
+            return False
+        job = self.store.job(self.ctx.job_id)
+        if job.get("approval") == "approved":
+            return True
+        if job.get("auto_approve"):
+            set_approval(self.store, self.ctx.job_id, "approved", actor="auto-approve (--yes)")
+            return True
+        self.store.update_job(self.ctx.job_id, status="awaiting_approval")
+        decision = wait_for_approval(self.store, self.ctx.job_id)
+        if decision != "approved":
+            self.outcome = "cancelled"
+            return False
+        self.store.update_job(self.ctx.job_id, status="running")
+        return True
+
+    def _stop_requested(self) -> bool:
+        if (self.store.job(self.ctx.job_id) or {}).get("stop_requested"):
+            self.outcome = "stopped"
+            return True
+        return False
+
+    # ------------------------------------------------------------------ autopilot
+    def _run_autopilot(self) -> None:
+        for i, stage in enumerate(STAGES):
+            if i == 1 and not self._after_plan():
+                return
+            if self._stop_requested():
+                return
+            self._begin(i)
+            try:
+                summary = ROUTINES[stage.role_key](tools_for(stage.role_key, self.ctx), self.ctx)
+            except StageError as exc:
+                self._end(i, False, str(exc))
+                self.outcome, self.error = "failed", f"{stage.role}: {exc}"
+                return
+            gate = self._gate(i)
+            self._end(i, gate.ok, summary if gate.ok else gate.message())
+            if not gate.ok:
+                self.outcome, self.error = "failed", f"{stage.role}: {gate.message()}"
+                return
+        self.outcome = "succeeded"
+
+    # ------------------------------------------------------------------ LLM crew
+    def _may_continue(self, i: int) -> bool:
+        if self.outcome:  # already halted (no dataset, cancelled, failed)
+            return False
+        gate = self._gate(i - 1)
+        self._end(i - 1, gate.ok, gate.message())
+        if not gate.ok:
+            self.outcome, self.error = "failed", f"{STAGES[i - 1].role}: {gate.message()}"
+            return False
+        if i == 1 and not self._after_plan():
+            return False
+        if self._stop_requested():
+            return False
+        self._begin(i)
+        return True
+
+    def _run_crew(self) -> None:
+        from crew import events
+        from crew.crew import build_crew
+        from crew.llm import make_llm
+
+        events.register_handlers()
+        factory = self.llm_factory or (lambda _role: make_llm(self.job["llm"],
+                                                              self.settings.llm_base_url))
+        crew, self.agents = build_crew(self.ctx, factory, self._may_continue)
+        self._begin(0)
+        try:
+            crew.kickoff()
+        except Exception as exc:  # guardrail retries exhausted, LLM errors, tool crashes
+            running = [s for s in STAGES if self.stage_status[s.role_key] == "running"]
+            if running:
+                self._end(STAGES.index(running[0]), False, str(exc))
+            if not self.outcome:
+                role = running[0].role if running else "crew"
+                self.outcome, self.error = "failed", f"{role}: {type(exc).__name__}: {exc}"
+        finally:
+            events.flush()
+            events.unroute(*[a.id for a in self.agents], *[t.id for t in crew.tasks])
+        if self.outcome:
+            return
+        last = len(STAGES) - 1
+        gate = self._gate(last)
+        self._end(last, gate.ok, gate.message())
+        self.outcome = "succeeded" if gate.ok else "failed"
+        if not gate.ok:
+            self.error = f"{STAGES[last].role}: {gate.message()}"
+
+    # ------------------------------------------------------------------ run and report
+    def run(self) -> dict:
+        job_id = self.ctx.job_id
+        self.store.update_job(job_id, status="running", started_at=time.time(), pid=os.getpid())
+        mode = self.job["llm"] or AUTOPILOT
+        self.ctx.event("System", "info", tool="start",
+                       result=f"mode={'autopilot' if mode == AUTOPILOT else 'llm'}")
+        try:
+            if mode == AUTOPILOT:
+                self._run_autopilot()
+            else:
+                self._run_crew()
+        except Exception as exc:  # never leave a job 'running' behind
+            self.outcome, self.error = "failed", f"{type(exc).__name__}: {exc}"
+        result = self.result()
+        self.store.update_job(job_id, status=result["status"], finished_at=time.time(),
+                              error=self.error, result=result, stage="")
+        self.ctx.event("System", "info", tool="end", result=f"{result['status']} {self.error}"[:400],
+                       ok=result["status"] in ("succeeded", "no_dataset"))
+        return result
+
+    def _roles(self) -> list[dict]:
+        events = self.store.events(self.ctx.job_id)
+        out = []
+        for stage in STAGES:
+            mine = [e for e in events if e["role"] == stage.role]
+            tokens = sum(e["tokens"] for e in mine if e["kind"] == "llm")
+            agent = next((a for a in self.agents if a.role == stage.role), None)
+            usage = getattr(getattr(agent, "llm", None), "get_token_usage_summary", None)
+            if usage:
+                tokens = max(tokens, int(usage().total_tokens or 0))
+            out.append({"role": stage.role, "status": self.stage_status[stage.role_key],
+                        "actions": sum(1 for e in mine if e["kind"] == "tool"),
+                        "seconds": round(self.stage_seconds.get(stage.role_key, 0.0), 2),
+                        "tokens": tokens})
+        return out
+
+    def result(self) -> dict:
+        ws = self.ctx.workspace
+        plan = ws.read_plan() if ws.plan.exists() else {}
+        report = json.loads(ws.report.read_text()) if ws.report.exists() else {}
+        succeeded = self.outcome == "succeeded"
+        return {"status": self.outcome or "failed", "job_id": self.ctx.job_id,
+                "dataset": plan.get("dataset"), "task": plan.get("task"),
+                "metrics": report.get("metrics", {}) if succeeded else {},
+                "ci95": report.get("ci95", {}) if succeeded else {},
+                "model_dir": str(ws.logout / "model") if succeeded else None,
+                "workspace": str(ws.root), "roles": self._roles(), "error": self.error or None,
+                "reasons": plan.get("reasons"), "llm": self.job["llm"]}
+
+
+def run_job(settings: Settings, job_id: str,
+            llm_factory: Callable[[str], object] | None = None) -> dict:
+    return JobRunner(settings, job_id, llm_factory).run()

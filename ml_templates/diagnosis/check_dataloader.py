@@ -1,0 +1,69 @@
+"""Validate a job's dataloader by loading every sample (run as its own process).
+
+    python -m ml_templates.diagnosis.check_dataloader --datapath <job>/Datapath
+
+Writes ``Datapath/dataloader_check.json``: samples loaded per split, failures with their error,
+the distinct tensor shapes and dtypes, label counts, intensity range.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import core  # noqa: F401  (process set-up)
+from ml_templates.diagnosis.train import load_dataloader
+
+
+def check(datapath: Path, max_failures: int = 20) -> dict:
+    report = {"expected": {}, "loaded": {}, "failed": [], "shapes": [], "dtypes": [],
+              "label_counts": {}, "intensity": [None, None]}
+    module = load_dataloader(datapath / "dataloader.py")
+    shapes, dtypes = set(), set()
+    lo, hi = float("inf"), float("-inf")
+    for split in ("train", "test"):
+        index = json.loads((datapath / f"{split}.json").read_text())
+        report["expected"][split] = len(index)
+        dataset = module.DiagnosisDataset(split, augment=False, datapath=str(datapath))
+        loaded, labels = 0, Counter()
+        for i in range(len(dataset)):
+            try:
+                item = dataset[i]
+                pixels = item["pixel_values"]
+                shapes.add(tuple(pixels.shape))
+                dtypes.add(str(pixels.dtype))
+                lo, hi = min(lo, float(pixels.min())), max(hi, float(pixels.max()))
+                labels[str(item["labels"].tolist())] += 1
+                loaded += 1
+            except Exception as exc:  # record and keep going: the report lists every failure
+                if len(report["failed"]) < max_failures:
+                    report["failed"].append(f"{split}[{i}] {dataset.items[i][0]}: "
+                                            f"{type(exc).__name__}: {exc}")
+        report["loaded"][split] = loaded
+        report["label_counts"][split] = dict(labels)
+    report["shapes"] = sorted(list(s) for s in shapes)
+    report["dtypes"] = sorted(dtypes)
+    report["intensity"] = [lo, hi]
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--datapath", required=True)
+    datapath = Path(parser.parse_args(argv).datapath)
+    try:
+        report = check(datapath)
+    except Exception:
+        report = {"expected": {}, "loaded": {}, "shapes": [],
+                  "failed": ["the dataloader could not be imported or built:\n"
+                             + traceback.format_exc(limit=5)]}
+    (datapath / "dataloader_check.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: report[k] for k in ("expected", "loaded", "shapes")}))
+    return 0 if not report["failed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Run a template module as a child process: bounded in time, output kept in a log, no secrets
+inherited, stoppable through the job's stop flag."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from core.settings import REPO_ROOT
+
+SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
+
+
+def child_env(extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    keep = [ln for ln in text if "nvImageCodec" not in ln and "warnings.warn" not in ln]
+    return "\n".join(keep[-lines:])
+
+
+def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
+               should_stop: Callable[[], bool] | None = None, poll_s: float = 1.0) -> dict:
+    """Run ``python -m module args``; returns rc, seconds, how it ended, and the log's tail."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=str(REPO_ROOT),
+                                stdout=log, stderr=subprocess.STDOUT, env=child_env(),
+                                start_new_session=True)
+        ended = "exited"
+        while proc.poll() is None:
+            if time.time() - started > timeout_s:
+                ended = f"killed after the {timeout_s:.0f} s limit"
+                break
+            if should_stop and should_stop():
+                ended = "stopped by the user"
+                # the template's callback sees the flag and stops cleanly; give it time
+                try:
+                    proc.wait(timeout=60)
+                    break
+                except subprocess.TimeoutExpired:
+                    break
+            time.sleep(poll_s)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return {"returncode": proc.returncode, "seconds": round(time.time() - started, 2),
+            "ended": ended, "log": str(log_path), "log_tail": tail(log_path)}

@@ -1,0 +1,123 @@
+"""Task Manager tools: read the datacards, rank them against the request, write plan.json."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from core.catalog import find_entry, load_catalog
+from core.datacards import write_json_atomic
+from core.matching import rank_datacards
+from tools.base import M3Tool
+from tools.context import ToolError
+
+TASK_METRIC = {"diagnosis": "auc"}
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class ListDatacards(M3Tool):
+    name: str = "list_datacards"
+    description: str = ("List every registered dataset's datacard (name, task, modality, anatomy, "
+                        "dimension, classes, availability, description). Metadata only.")
+    args_schema: type[BaseModel] = NoArgs
+
+    def execute(self) -> dict:
+        cards = [{"name": e.card.name, "tasks": e.card.tasks, "modality": e.card.modality,
+                  "anatomy": e.card.anatomy, "dimension": e.card.dimension,
+                  "classes": e.card.classes[:20], "available": e.available,
+                  "description": e.card.description[:400]}
+                 for e in load_catalog(self.ctx.settings)]
+        return {"datacards": cards, "count": len(cards)}
+
+    def summarise(self, result: dict) -> str:
+        available = sum(c["available"] for c in result["datacards"])
+        return f"{result['count']} datacards, {available} available"
+
+
+class RankArgs(BaseModel):
+    request: str = Field(description="the user's request, word for word")
+
+
+class RankDatasets(M3Tool):
+    name: str = "rank_datasets"
+    description: str = ("Score every datacard against the request (task, modality, anatomy, "
+                        "classes, description) and explain each score. Returns the best "
+                        "eligible dataset or none.")
+    args_schema: type[BaseModel] = RankArgs
+
+    def execute(self, request: str) -> dict:
+        entries = load_catalog(self.ctx.settings)
+        ranking = rank_datacards(request, [(e.card, e.available) for e in entries])
+        ranking["candidates"] = ranking["candidates"][:6]
+        return ranking
+
+    def summarise(self, result: dict) -> str:
+        return f"chosen: {result['chosen']}; {result['explanation'][:200]}"
+
+
+class PlanArgs(BaseModel):
+    dataset: str = Field(description="name of the chosen dataset, or 'none' when nothing fits")
+    reasons: str = Field(description="why this dataset (or why none fits), in plain words")
+    task: str = Field(default="", description="task; defaults to the dataset's task")
+    model: str = Field(default="", description="network name; defaults to the device's default")
+    time_budget_s: int = Field(default=600, ge=30, le=7 * 24 * 3600,
+                               description="wall-clock budget for training, seconds")
+
+
+class WritePlan(M3Tool):
+    name: str = "write_plan"
+    description: str = ("Write plan.json: the dataset to use (or 'none'), task, model, metric, "
+                        "split and time budget, with the reasons. The plan is shown to the user "
+                        "for approval before any training.")
+    args_schema: type[BaseModel] = PlanArgs
+
+    def execute(self, dataset: str, reasons: str, task: str = "", model: str = "",
+                time_budget_s: int = 600) -> dict:
+        from ml_templates.diagnosis.model import DEFAULT_CPU, DEFAULT_GPU, NETWORKS
+        ws = self.ctx.workspace.ensure()
+        if dataset.strip().lower() in ("", "none", "no_dataset", "null"):
+            plan = {"status": "no_dataset", "request": self.ctx.request, "dataset": None,
+                    "reasons": reasons}
+            write_json_atomic(ws.plan, plan)
+            return {"plan": plan, "path": str(ws.plan)}
+        entry = find_entry(self.ctx.settings, dataset)
+        if entry is None:
+            names = [e.card.name for e in load_catalog(self.ctx.settings) if e.available]
+            raise ToolError(f"no datacard named {dataset!r}; available: {names}")
+        if not entry.available:
+            raise ToolError(f"dataset {dataset!r} is not available: its folder "
+                            f"{entry.dataset_path} does not exist")
+        task = task or (entry.card.tasks[0] if entry.card.tasks else "")
+        if task not in TASK_METRIC:
+            raise ToolError(f"task {task!r} is not supported yet; supported: "
+                            f"{sorted(TASK_METRIC)}")
+        if task not in entry.card.tasks:
+            raise ToolError(f"dataset {entry.card.name!r} offers {entry.card.tasks}, not {task!r}")
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = model or (DEFAULT_GPU if device == "cuda" else DEFAULT_CPU)
+        if model not in NETWORKS:
+            raise ToolError(f"unknown model {model!r}; choose one of {sorted(NETWORKS)}")
+        plan = {"status": "ready", "request": self.ctx.request, "dataset": entry.card.name,
+                "dataset_path": str(entry.dataset_path), "task": task,
+                "modality": entry.card.modality, "anatomy": entry.card.anatomy,
+                "dimension": entry.card.dimension, "classes": entry.card.classes,
+                "model": model, "metric": TASK_METRIC[task], "device": device,
+                "split": {"method": "grouped by patient, stratified by class",
+                          "test_fraction": 0.2, "seed": 42},
+                "time_budget_s": int(time_budget_s), "reasons": reasons}
+        write_json_atomic(ws.plan, plan)
+        return {"plan": plan, "path": str(ws.plan)}
+
+    def summarise(self, result: dict) -> str:
+        plan = result["plan"]
+        if plan["status"] == "no_dataset":
+            return "no dataset fits"
+        return f"{plan['dataset']} / {plan['task']} / {plan['model']} / {plan['metric']}"
+
+
+def task_manager_tools(ctx) -> list[M3Tool]:
+    role = "Task Manager"
+    return [ListDatacards(ctx=ctx, role=role), RankDatasets(ctx=ctx, role=role),
+            WritePlan(ctx=ctx, role=role)]
