@@ -67,13 +67,13 @@ def _ask_approval(store, job_id: str) -> None:
 
 
 def cmd_build(args) -> int:
-    from crew.runner import run_job
-    settings = get_settings(args.home, args.llm)
-    store = open_store(settings.store_path)
     if not args.yes and not sys.stdin.isatty():
         print("error: the plan needs approval and there is no terminal to ask; pass --yes to "
               "approve it without asking", file=sys.stderr)
         return 2
+    from crew.runner import run_job
+    settings = get_settings(args.home, args.llm)
+    store = open_store(settings.store_path)
     try:
         job_id = create_job(settings, store, args.request, settings.llm, auto_approve=args.yes)
     except JobError as exc:

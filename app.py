@@ -1,0 +1,40 @@
+"""M3Builder's web app: build medical imaging models by asking in plain language.
+
+    streamlit run app.py            (M3B_HOME picks the home folder; default ~/.m3builder)
+
+Pages are listed explicitly below; helpers shared by the pages live in ``pages/ui_common.py``.
+"""
+import core  # noqa: F401  (first: applies the process set-up before anything else loads)
+
+import streamlit as st
+
+from core import RESEARCH_ONLY
+from core.settings import AUTOPILOT, get_settings
+
+st.set_page_config(page_title="M3Builder", page_icon=":material/biotech:", layout="wide")
+
+settings = get_settings()
+
+pages = [
+    st.Page("pages/chat.py", title="Build a model", icon=":material/chat:", default=True),
+    st.Page("pages/datasets.py", title="Datasets", icon=":material/dataset:"),
+    st.Page("pages/training.py", title="Training", icon=":material/monitoring:"),
+    st.Page("pages/models.py", title="Models", icon=":material/model_training:"),
+]
+current = st.navigation(pages)
+
+with st.sidebar:
+    st.markdown("### M3Builder")
+    st.caption("Medical imaging models from a plain-language request.")
+    if settings.llm == AUTOPILOT:
+        st.markdown("**Mode:** Autopilot")
+        st.caption("Deterministic agents; no language model is called.")
+    else:
+        st.markdown(f"**Mode:** LLM agents  \n`{settings.llm}`")
+    st.markdown("**Home folder**")
+    st.code(str(settings.home), language=None)
+    st.caption("Only metadata (dataset descriptions, plans, tool summaries) is ever sent to an "
+               "LLM — never images or patient data.")
+    st.info(RESEARCH_ONLY, icon=":material/info:")
+
+current.run()

@@ -1,0 +1,62 @@
+"""Shared fixtures. Every test gets its own M3Builder home (never the user's), CrewAI's storage
+in a temp folder, and no telemetry."""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("CREWAI_TESTING", "true")
+
+import core  # noqa: E402,F401  (process set-up before anything imports crewai)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("m3b-home")
+    monkeypatch.setenv("M3B_HOME", str(home))
+    monkeypatch.setenv("CREWAI_STORAGE_DIR", str(tmp_path_factory.mktemp("crewai")))
+    monkeypatch.delenv("M3B_LLM", raising=False)
+    yield
+
+
+@pytest.fixture
+def settings():
+    from core.settings import get_settings
+    return get_settings()
+
+
+@pytest.fixture
+def store(settings):
+    from core.store import open_store
+    return open_store(settings.store_path)
+
+
+@pytest.fixture(scope="session")
+def demo_folder(tmp_path_factory) -> Path:
+    from core.demo_data import make_chest_xray_demo
+    return make_chest_xray_demo(tmp_path_factory.mktemp("demo") / "chest_xray_demo")
+
+
+@pytest.fixture
+def registered_demo(settings, store, demo_folder):
+    from core.demo_data import DEMO_DESCRIPTION, DEMO_NAME
+    from core.registration import register_dataset
+    result = register_dataset(settings, store, str(demo_folder), DEMO_NAME, DEMO_DESCRIPTION)
+    assert result["status"] == "registered", result
+    return result
+
+
+def tree_digest(folder: Path) -> str:
+    """Hash of every path, size and content under folder (hidden files included)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).rglob("*")):
+        digest.update(str(path.relative_to(folder)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,47 @@
+"""A scripted LLM for offline tests of the real CrewAI crew: a BaseLLM whose replies are OpenAI
+style tool calls (run by CrewAI's real tool-calling machinery into our real tools), then a final
+answer. It reports token usage through CrewAI's own events, like a provider would."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from crewai.events.types.llm_events import LLMCallType
+from crewai.llms.base_llm import BaseLLM
+from pydantic import Field, PrivateAttr
+
+
+class ScriptedLLM(BaseLLM):
+    """``script``: a list of steps; a step is a list of (tool_name, arguments) calls, or a str
+    (the final answer). After the script runs out, the last step repeats."""
+
+    script: list[Any] = Field(default_factory=list)
+    tokens_per_call: int = 100
+    _step: int = PrivateAttr(default=0)
+    seen_messages: list[Any] = Field(default_factory=list)
+
+    def supports_function_calling(self) -> bool:
+        return True
+
+    def call(self, messages, tools=None, callbacks=None, available_functions=None,
+             from_task=None, from_agent=None, response_model=None):
+        self.seen_messages.append(messages)
+        step = self.script[min(self._step, len(self.script) - 1)]
+        self._step += 1
+        if isinstance(step, str):
+            response: Any = step
+        else:
+            response = [{"id": f"call_{self._step}_{i}", "type": "function",
+                         "function": {"name": name, "arguments": json.dumps(args)}}
+                        for i, (name, args) in enumerate(step)]
+        usage = {"prompt_tokens": self.tokens_per_call - 20, "completion_tokens": 20,
+                 "total_tokens": self.tokens_per_call, "successful_requests": 1}
+        self._track_token_usage_internal(usage)
+        self._emit_call_completed_event(
+            response=response, call_type=LLMCallType.TOOL_CALL if not isinstance(step, str)
+            else LLMCallType.LLM_CALL, from_task=from_task, from_agent=from_agent,
+            messages=messages, usage=usage)
+        return response
+
+    def get_context_window_size(self) -> int:
+        return 128_000
