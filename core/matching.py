@@ -9,7 +9,8 @@ Scoring (higher is better), each part explained in words for the user:
 * description: shared content words add a little;
 * an unavailable card (its folder does not exist) is never chosen, and the reason says so.
 
-A card is chosen only when it matches the task and at least one of modality, anatomy or classes.
+A card is chosen only when it matches the task (when the request states one) and at least one of
+modality, anatomy or classes.
 """
 from __future__ import annotations
 
@@ -153,10 +154,9 @@ def score_card(intent: Intent, card: Datacard, available: bool) -> Candidate:
     if shared:
         score += min(1.0, 0.25 * len(shared))
         reasons.append(f"description shares: {', '.join(shared[:6])}")
-    if eligible and intent.task and specific == 0:
+    if eligible and specific == 0:
         eligible = False
-        reasons.append("only the task matches; nothing ties the card to the request's "
-                       "modality, anatomy or classes")
+        reasons.append("nothing ties the card to the request's modality, anatomy or classes")
     if not available:
         eligible = False
         reasons.append("unavailable: its dataset folder does not exist on this machine")
@@ -172,8 +172,9 @@ def rank_datacards(request: str, cards: list[tuple[Datacard, bool]]) -> dict:
     if chosen:
         explanation = f"Chose {chosen.name} (score {chosen.score}): " + "; ".join(chosen.reasons)
     elif not intent.task:
-        explanation = ("The request does not say what to build (classify, segment, detect "
-                       "anomalies or write reports); no dataset chosen.")
+        explanation = ("No dataset fits: the request names no task (classify, segment, detect "
+                       "anomalies, write reports) and no modality, anatomy or class that a "
+                       "registered dataset has.")
     else:
         explanation = (f"No registered dataset fits a {intent.task} request"
                        f"{' on ' + intent.modality if intent.modality else ''}"
