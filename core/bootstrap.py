@@ -1,9 +1,10 @@
 """Process-wide set-up every entry point goes through (app, CLI, workers, templates, tests).
 
-Importing :mod:`core` runs :func:`apply` once. It does two things:
+Importing :mod:`core` runs :func:`apply` once. It:
 
 * turns off the stack's hidden network calls (CrewAI telemetry, OpenTelemetry, litellm's price
   map download), unless the user set those variables themselves;
+* quiets MONAI's probe for an optional GPU DICOM decoder (a warning per image otherwise);
 * neutralises a broken ``torchvision``. On CPU machines pip pulls a CUDA torchvision (through
   nnunetv2 -> timm) that cannot load next to the CPU torch; importing it raises, which breaks
   ``from transformers import Trainer``. When, and only when, the real import fails we register
@@ -13,8 +14,10 @@ Importing :mod:`core` runs :func:`apply` once. It does two things:
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
+import warnings
 
 QUIET_ENV = {
     "CREWAI_DISABLE_TELEMETRY": "true",
@@ -56,4 +59,7 @@ def apply() -> None:
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     torchvision_status = _neutralise_broken_torchvision()
+    # MONAI probes an optional GPU DICOM decoder on every LoadImage; without it, say it once.
+    logging.getLogger("monai.data.nvimgcodec_pydicom_plugin").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="NvImgCodecPydicomReader")
     _applied = True

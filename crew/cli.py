@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from core.jobs import JobError, create_job, set_approval
+from core.jobs import JobError, create_job, request_stop, set_approval
 from core.settings import get_settings
 from core.store import TERMINAL_STATUSES, open_store
 
@@ -84,11 +84,15 @@ def cmd_build(args) -> int:
     worker.start()
     last, asked = 0, False
     while worker.is_alive():
-        last = _progress(store, job_id, last)
-        if not asked and (store.job(job_id) or {}).get("status") == "awaiting_approval":
-            asked = True
-            _ask_approval(store, job_id)
-        worker.join(timeout=0.5)
+        try:
+            last = _progress(store, job_id, last)
+            if not asked and (store.job(job_id) or {}).get("status") == "awaiting_approval":
+                asked = True
+                _ask_approval(store, job_id)
+            worker.join(timeout=0.5)
+        except KeyboardInterrupt:
+            print("\nstopping the job (training keeps its best model so far)...", file=sys.stderr)
+            request_stop(store, job_id, actor="cli")
     _progress(store, job_id, last)
     _print(result, args.json)
     return 0 if result.get("status") in ("succeeded", "no_dataset") else 1

@@ -166,6 +166,8 @@ class JobRunner:
                 self._run_crew()
         except Exception as exc:  # never leave a job 'running' behind
             self.outcome, self.error = "failed", f"{type(exc).__name__}: {exc}"
+        if self.outcome == "succeeded" and (self.store.job(job_id) or {}).get("stop_requested"):
+            self.outcome = "stopped"  # stopped during training: the best model so far is scored
         result = self.result()
         self.store.update_job(job_id, status=result["status"], finished_at=time.time(),
                               error=self.error, result=result, stage="")
@@ -193,7 +195,7 @@ class JobRunner:
         ws = self.ctx.workspace
         plan = ws.read_plan() if ws.plan.exists() else {}
         report = json.loads(ws.report.read_text()) if ws.report.exists() else {}
-        succeeded = self.outcome == "succeeded"
+        succeeded = self.outcome in ("succeeded", "stopped") and bool(report)
         return {"status": self.outcome or "failed", "job_id": self.ctx.job_id,
                 "dataset": plan.get("dataset"), "task": plan.get("task"),
                 "metrics": report.get("metrics", {}) if succeeded else {},

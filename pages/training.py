@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.jobs import is_finished, request_stop
-from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, job_label
+from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, job_label, read_json
 from tools.process import tail
 
 MAX_POINTS = 2000
@@ -73,11 +73,13 @@ def render(job: dict) -> None:
     c3.metric("Elapsed", fmt_duration(elapsed(job)))
     with c4:
         if not finished and job["stop_requested"]:
-            st.caption("Stop requested; the trainer stops within a few seconds.")
+            st.caption("Stop requested: training ends within a few seconds and the best "
+                       "checkpoint so far is tested.")
         elif not finished:
             st.button("Stop", icon=":material/stop_circle:", key=f"stop-{job['id']}",
                       on_click=request_stop, args=(store, job["id"]),
-                      help="Ends the job. A model being trained is not saved.")
+                      help="During training: training ends early and the best checkpoint so "
+                           "far is tested and saved. Before training: the job ends.")
 
     frame = pd.DataFrame(store.metrics(job["id"]), columns=["step", "epoch", "name", "value", "ts"])
     if frame.empty:
@@ -94,10 +96,11 @@ def render(job: dict) -> None:
     epoch = frame["epoch"].fillna(0).max()
     if not max_steps.empty and max_steps.iloc[-1] > 0:
         total = int(max_steps.iloc[-1])
-        fraction = 1.0 if job["status"] == "succeeded" else min(step / total, 1.0)
-        st.progress(fraction, text=f"Step {step} of at most {total} · epoch {epoch:.1f}"
-                    + (" · finished (early stopping may end training before the last step)"
-                       if job["status"] == "succeeded" and step < total else ""))
+        text = f"Step {step} of at most {total} · epoch {epoch:.1f}"
+        summary = read_json(Path(job["workspace"]) / "Logout" / "train_summary.json")
+        if summary.get("stop_reason"):
+            text += f" · training ended: {summary['stop_reason']}"
+        st.progress(1.0 if summary else min(step / total, 1.0), text=text)
 
     left, middle, right = st.columns(3)
     with left:

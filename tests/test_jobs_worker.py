@@ -62,3 +62,32 @@ def test_approval_decision_is_validated(store):
     store.insert_job({"id": "j", "status": "queued", "created_at": 0.0})
     with pytest.raises(JobError):
         set_approval(store, "j", "maybe")
+
+
+def test_orphaned_running_job_is_marked_failed(store):
+    from core.jobs import reap_orphans
+    store.insert_job({"id": "dead", "status": "running", "created_at": 0.0, "pid": 2 ** 22 + 7})
+    store.insert_job({"id": "live", "status": "running", "created_at": 0.0, "pid": os.getpid()})
+    assert reap_orphans(store) == ["dead"]
+    assert store.job("dead")["status"] == "failed"
+    assert "ended unexpectedly" in store.job("dead")["error"]
+    assert store.job("live")["status"] == "running"
+
+
+@pytest.mark.slow
+def test_stop_during_training_keeps_best_model(settings, store, registered_demo):
+    from core.jobs import request_stop
+    job_id = create_job(settings, store, "classify pneumonia versus normal chest X-rays",
+                        "autopilot", auto_approve=True)
+    launch(settings, job_id)
+    deadline = time.time() + 240
+    while not any(m["name"] == "eval_auc" for m in store.metrics(job_id)):
+        assert time.time() < deadline and store.job(job_id)["status"] not in ("failed",)
+        time.sleep(0.5)
+    request_stop(store, job_id)
+    job = wait_for(store, job_id, {"stopped", "succeeded", "failed"}, timeout=240)
+    assert job["status"] == "stopped", job["error"]
+    result = json.loads(job["result"])
+    assert "auc" in result["metrics"]  # the best checkpoint so far was scored on the test set
+    summary = json.loads((settings.jobs_dir / job_id / "Logout/train_summary.json").read_text())
+    assert summary["stop_reason"] == "stopped by the user" and summary["epochs_run"] < 40
