@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from crewai.tools import BaseTool
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from tools.context import JobContext, ToolError
 
@@ -21,6 +21,10 @@ MAX_RESULT_CHARS = 6000
 def short(value: Any, limit: int = 300) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class NoArgs(BaseModel):
+    """Arguments of a tool that takes none."""
 
 
 class M3Tool(BaseTool):

@@ -8,12 +8,8 @@ from pydantic import BaseModel, Field
 from core.gates import check_diagnosis_index
 from core.indexing import IndexBuildError, write_diagnosis_index
 from core.scan import ScanError, scan_folder
-from tools.base import M3Tool
+from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
-
-
-class NoArgs(BaseModel):
-    pass
 
 
 def _planned_dataset(ctx) -> Path:

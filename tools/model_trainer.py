@@ -13,7 +13,7 @@ from core.evaluation import EvaluationError, evaluate_diagnosis
 from core.gates import check_report, check_training
 from core.model_card import render_model_card
 from ml_templates.diagnosis.model import NETWORKS
-from tools.base import M3Tool
+from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.process import run_module
 
@@ -49,8 +49,11 @@ class ConfigureTraining(M3Tool):
             raise ToolError(f"unknown network {network!r}; choose one of {sorted(NETWORKS)}")
         if pretrained_path and not Path(pretrained_path).is_file():
             raise ToolError(f"pretrained weights {pretrained_path} do not exist")
-        check = json.loads((ws.datapath / "dataloader_check.json").read_text())
-        shape = check["shapes"][0]
+        check_path = ws.datapath / "dataloader_check.json"
+        if not check_path.exists():
+            raise ToolError("the dataloader has not been validated: the Module Architect runs "
+                            "validate_dataloader first")
+        shape = json.loads(check_path.read_text())["shapes"][0]
         config = {
             "job_id": self.ctx.job_id, "store_path": str(self.ctx.settings.store_path),
             "datapath": str(ws.datapath), "dataloader": str(ws.dataloader),
@@ -67,10 +70,6 @@ class ConfigureTraining(M3Tool):
         c = result["config"]
         return (f"{c['network']}, {c['epochs']} epochs, bs {c['batch_size']}, lr "
                 f"{c['learning_rate']}, budget {c['time_budget_s']} s")
-
-
-class NoArgs(BaseModel):
-    pass
 
 
 class RunTraining(M3Tool):

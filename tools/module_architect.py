@@ -10,7 +10,7 @@ from core.fingerprint import fingerprint, training_image_size
 from core.gates import check_dataloader
 from core.settings import TEMPLATES_DIR
 from ml_templates.common.instantiate import instantiate
-from tools.base import M3Tool
+from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.process import run_module
 
@@ -52,10 +52,6 @@ class WriteDataloader(M3Tool):
     def summarise(self, result: dict) -> str:
         c = result["config"]
         return f"dataloader.py, size {c['IMAGE_SIZE']}, {c['IN_CHANNELS']} channel(s)"
-
-
-class NoArgs(BaseModel):
-    pass
 
 
 class ValidateDataloader(M3Tool):

@@ -6,14 +6,10 @@ from pydantic import BaseModel, Field
 from core.catalog import find_entry, load_catalog
 from core.datacards import write_json_atomic
 from core.matching import rank_datacards
-from tools.base import M3Tool
+from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 
 TASK_METRIC = {"diagnosis": "auc"}
-
-
-class NoArgs(BaseModel):
-    pass
 
 
 class ListDatacards(M3Tool):
