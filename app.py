@@ -9,11 +9,14 @@ import core  # noqa: F401  (first: applies the process set-up before anything el
 import streamlit as st
 
 from core import RESEARCH_ONLY
+from core.jobs import reap_orphans
 from core.settings import AUTOPILOT, get_settings
+from core.store import open_store
 
 st.set_page_config(page_title="M3Builder", page_icon=":material/biotech:", layout="wide")
 
 settings = get_settings()
+reap_orphans(open_store(settings.store_path))  # jobs whose worker died show as failed
 
 pages = [
     st.Page("pages/chat.py", title="Build a model", icon=":material/chat:", default=True),

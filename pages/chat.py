@@ -155,7 +155,14 @@ def render_outcome(job: dict) -> None:
     elif status == "cancelled":
         st.info("Plan cancelled — nothing was trained.", icon=":material/cancel:")
     elif status == "stopped":
-        st.info("Stopped at your request.", icon=":material/stop_circle:")
+        result = job_result(job)
+        if result.get("metrics"):
+            st.info("Stopped at your request. Training ended early; the best model so far was "
+                    "tested on the held-out images.", icon=":material/stop_circle:")
+            metrics_row(result["metrics"], result.get("ci95", {}))
+            st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
+        else:
+            st.info("Stopped at your request.", icon=":material/stop_circle:")
 
 
 def render_assistant(job: dict) -> None:

@@ -78,8 +78,9 @@ def render(job: dict) -> None:
         elif not finished:
             st.button("Stop", icon=":material/stop_circle:", key=f"stop-{job['id']}",
                       on_click=request_stop, args=(store, job["id"]),
-                      help="During training: training ends early and the best checkpoint so "
-                           "far is tested and saved. Before training: the job ends.")
+                      help="During training: training ends early, the job ends as stopped, and "
+                           "the best checkpoint so far is tested and saved. Before training: "
+                           "the job ends.")
 
     frame = pd.DataFrame(store.metrics(job["id"]), columns=["step", "epoch", "name", "value", "ts"])
     if frame.empty:

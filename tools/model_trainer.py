@@ -101,8 +101,10 @@ class RunTraining(M3Tool):
 
     def summarise(self, result: dict) -> str:
         s = result["summary"]
-        return (f"{s['epochs_run']} epochs in {s['seconds']:.0f} s, best val "
-                f"{s['best_val_metric']}, {s['stop_reason']}")
+        best = s["best_val_metric"]
+        best = f"{best:.3f}" if isinstance(best, (int, float)) else "n/a"
+        return (f"{s['epochs_run']:.0f} epochs in {s['seconds']:.0f} s, best val {best}, "
+                f"{s['stop_reason']}")
 
 
 class EvaluateModel(M3Tool):

@@ -1,19 +1,15 @@
-"""The system's own evaluator: the test metrics a job reports come from here, never from a
-template or an LLM. Inputs are the index files (ground truth, read by us) and the template's
-per-image predictions; every test image must have a prediction.
+"""Diagnosis evaluator: AUC (macro), accuracy, F1, per-class sensitivity/specificity, confusion
+matrix, 95% bootstrap CIs. Ground truth is read from the index, never taken from the template.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, roc_auc_score
 
-
-class EvaluationError(ValueError):
-    pass
+from core.evaluation.common import EvaluationError, bootstrap_ci, file_sha256
 
 
 def _auc(y_true: np.ndarray, probs: np.ndarray, n_classes: int) -> float:
@@ -33,26 +29,6 @@ def diagnosis_metrics(y_true: np.ndarray, probs: np.ndarray, n_classes: int) -> 
     except ValueError:  # a class absent from the test set
         out["auc"] = float("nan")
     return out
-
-
-def bootstrap_ci(y_true: np.ndarray, probs: np.ndarray, n_classes: int, n_boot: int = 1000,
-                 seed: int = 0) -> dict[str, list[float]]:
-    """Percentile 95% CIs by resampling test images with replacement."""
-    rng = np.random.default_rng(seed)
-    values: dict[str, list[float]] = {"auc": [], "accuracy": [], "f1_macro": []}
-    n = len(y_true)
-    for _ in range(n_boot):
-        idx = rng.integers(0, n, n)
-        if len(np.unique(y_true[idx])) < n_classes:
-            continue
-        for key, value in diagnosis_metrics(y_true[idx], probs[idx], n_classes).items():
-            values[key].append(value)
-    return {k: [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))] if v else []
-            for k, v in values.items()}
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def evaluate_diagnosis(datapath: str | Path, predictions_path: str | Path) -> dict:
@@ -88,8 +64,10 @@ def evaluate_diagnosis(datapath: str | Path, predictions_path: str | Path) -> di
                            "support": int(cm[i].sum())}
     return {
         "task": "diagnosis", "metrics": metrics,
-        "ci95": bootstrap_ci(y_true, probs, n_classes), "per_class": per_class,
+        "ci95": bootstrap_ci(len(paths), lambda idx: diagnosis_metrics(
+            y_true[idx], probs[idx], n_classes) if len(np.unique(y_true[idx])) == n_classes
+            else None), "per_class": per_class,
         "confusion_matrix": {"labels": names, "matrix": cm.tolist()},
-        "num_test": len(paths), "evaluator": "core.evaluation.evaluate_diagnosis",
+        "num_test": len(paths), "evaluator": "core.evaluation.diagnosis",
         "test_index_sha256": file_sha256(datapath / "test.json"),
     }
