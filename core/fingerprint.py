@@ -49,3 +49,19 @@ def training_image_size(fp: dict, device: str) -> list[int]:
     median = fp.get("median_shape") or [128, 128]
     cap = (224 if len(median) == 2 else 128) if device == "cuda" else (128 if len(median) == 2 else 64)
     return [max(32, min(cap, int(round(m / 16)) * 16 or 16)) for m in median]
+
+
+CT_WINDOWS = {"chest": [-1000, 400], "brain": [0, 80], "head": [0, 80], "spine": [-250, 1250]}
+RAW_FORMATS = {"nifti", "dicom", "nrrd", "mha", "npy", "npz", "pt"}
+
+
+def intensity_for(modality: str, anatomy: str, file_format: str) -> dict:
+    """How to normalise intensities: CT in Hounsfield units gets a window chosen by anatomy
+    (lung, brain, bone, else soft tissue); MRI a z-score over the body; 8-bit images and
+    anything unknown a min-max scaling."""
+    raw = file_format.lower() in RAW_FORMATS
+    if modality == "CT" and raw:
+        return {"kind": "ct", "window": CT_WINDOWS.get(anatomy.lower(), [-160, 240])}
+    if modality == "MRI" and raw:
+        return {"kind": "mri"}
+    return {"kind": "minmax"}

@@ -79,7 +79,8 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
         if not isinstance(index, dict) or not index:
             errors.append(f"{name}.json must be a non-empty object {{image_path: [label, ...]}}")
             continue
-        bad = [p for p, v in index.items() if not isinstance(v, list) or not v
+        multi = any(isinstance(v, list) and len(v) != 1 for v in index.values())
+        bad = [p for p, v in index.items() if not isinstance(v, list) or (not v and not multi)
                or any(lbl not in labels for lbl in v)]
         if bad:
             errors.append(f"{name}.json: {len(bad)} entries have labels missing from "

@@ -88,11 +88,11 @@ def write_diagnosis_index(scan: ScanResult, datapath: str | Path, test_fraction:
         scan.samples, test_fraction, seed)
     datapath = Path(datapath)
     label_dict = {label: i for i, label in enumerate(scan.classes)}
-    train = {s.image: [s.label] for s in split.train}
-    test = {s.image: [s.label] for s in split.test}
+    train = {s.image: s.label_list() for s in split.train}
+    test = {s.image: s.label_list() for s in split.test}
     counts = {
-        "train": dict(sorted(Counter(s.label for s in split.train).items())),
-        "test": dict(sorted(Counter(s.label for s in split.test).items())),
+        "train": dict(sorted(Counter(lbl for s in split.train for lbl in s.label_list()).items())),
+        "test": dict(sorted(Counter(lbl for s in split.test for lbl in s.label_list()).items())),
     }
     split_info = {"grouping_key": scan.group_source, "dataset": scan.root, **split.info,
                   "counts": counts, "groups": {s.image: s.group for s in scan.samples}}

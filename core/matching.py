@@ -2,8 +2,8 @@
 
 Scoring (higher is better), each part explained in words for the user:
 
-* task: the request's task must be one the card offers (segmentation requests also accept
-  lesion/anomaly cards) — a mismatch rules the card out;
+* task: the request's task must be one the card offers (organ and lesion segmentation cards
+  serve each other's requests) — a mismatch rules the card out;
 * modality and anatomy: a stated mismatch rules the card out; a match adds points;
 * classes: class names of the card named in the request add points;
 * description: shared content words add a little;
@@ -19,12 +19,14 @@ from dataclasses import asdict, dataclass, field
 
 from core.datacards import Datacard
 
-TASK_WORDS = [
-    ("report_generation", r"\breports?\b|\bfindings\b|\bimpressions?\b|\bcaption|radiology report"),
-    ("anomaly_detection", r"\banomal\w*|\blesions?\b|\btumou?rs?\b|\bbounding box|\bdetect\w* (?:the )?(?:lesion|tumou?r|nodule|abnormal)|\bnodules?\b|\bhaemorrhage|\bhemorrhage|\binfection (?:region|area)"),
-    ("segmentation", r"\bsegment\w*|\bdelineat\w*|\bcontour\w*|\bmask\w*|\bparcellat\w*"),
-    ("diagnosis", r"\bclassif\w*|\bdiagnos\w*|\bdistinguish\w*|\bversus\b|\bvs\.?\b|\bpredict\w*|\btell\b.*\bfrom\b|\bdetect\w*|\bscreen\w*|\bgrade\w*|\bstag\w*"),
-]
+REPORT_WORDS = (r"\breports?\b|\bimpressions?\b|\bcaption\w*|"
+                r"\b(?:write|generat|draft)\w* (?:the )?findings")
+SEGMENT_VERBS = r"\bsegment\w*|\bdelineat\w*|\bcontour\w*|\bmasks?\b|\bparcellat\w*"
+DIAGNOSIS_VERBS = (r"\bclassif\w*|\bdiagnos\w*|\bdistinguish\w*|\bversus\b|\bvs\.?\b|"
+                   r"\bpredict\w*|\bgrad(?:e|ing)\b|\bstag(?:e|ing)\b|\bscreen\w*")
+LESION_WORDS = (r"\banomal\w*|\babnormal\w*|\blesions?\b|\btumou?rs?\b|\bnodules?\b|"
+                r"\bbounding box|\blocali[sz]\w*|\bhaemorrhage|\bhemorrhage|\binfection")
+DETECT_WORDS = r"\bdetect\w*|\btell\b.*\bfrom\b|\bidentify\w*"
 MODALITY_WORDS = {
     "CT": r"\bct\b|computed tomography|\bcat scan",
     "MRI": r"\bmri?\b|magnetic resonance|\bt1\b|\bt2\b|\bflair\b",
@@ -62,13 +64,25 @@ class Candidate:
     reasons: list[str]
 
 
+def _task_of(text: str) -> str:
+    """Verbs decide first (write a report, segment, classify); lesion words then mean anomaly
+    detection; a bare 'detect' means diagnosis."""
+    if re.search(REPORT_WORDS, text):
+        return "report_generation"
+    if re.search(SEGMENT_VERBS, text):
+        return "anomaly_detection" if re.search(LESION_WORDS, text) else "segmentation"
+    if re.search(DIAGNOSIS_VERBS, text):
+        return "diagnosis"
+    if re.search(LESION_WORDS, text):
+        return "anomaly_detection"
+    if re.search(DETECT_WORDS, text):
+        return "diagnosis"
+    return ""
+
+
 def parse_request(request: str) -> Intent:
     text = request.lower()
-    intent = Intent()
-    for task, pattern in TASK_WORDS:
-        if re.search(pattern, text):
-            intent.task = task
-            break
+    intent = Intent(task=_task_of(text))
     for modality, pattern in MODALITY_WORDS.items():
         if re.search(pattern, text):
             intent.modality = modality
@@ -112,7 +126,9 @@ def score_card(intent: Intent, card: Datacard, available: bool) -> Candidate:
     eligible = True
     specific = 0  # matches beyond the task
     if intent.task:
-        accepted = {intent.task} | ({"anomaly_detection"} if intent.task == "segmentation" else set())
+        accepted = {intent.task} | ({"segmentation", "anomaly_detection"}
+                                    if intent.task in ("segmentation", "anomaly_detection")
+                                    else set())
         if set(card.tasks) & accepted:
             score += 3.0
             reasons.append(f"offers the requested task ({intent.task})")

@@ -3,6 +3,8 @@
 This is the Data Engineer's eyes and the registration form's first draft. It never writes and
 never decodes more than a few images (``probe_images``). Layouts recognised so far:
 
+* ``label_table``: a CSV/TSV beside the images names each image's label(s) and, when it has one,
+  its patient (core.scan_tables);
 * ``class_folders``: one folder per class holding image files (2D), or holding one sub-folder per
   scan with its slices (3D, one sample per sub-folder); optional ``train/ val/ test/`` parents,
   whose split is kept.
@@ -14,6 +16,8 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from core.scan_tables import TABLE_SUFFIXES, label_counts, read_label_table
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm", ".dicom",
                   ".nii", ".nii.gz", ".nrrd", ".mha", ".mhd", ".npy", ".npz", ".pt")
@@ -35,9 +39,13 @@ class ScanError(ValueError):
 @dataclass
 class Sample:
     image: str            # absolute path: a file, or a folder of slices (3D)
-    label: str
+    label: str            # the label (single-label) or the stratum used for splitting
     group: str            # patient / subject key used for leakage-free splits
     split: str = ""       # "train" / "val" / "test" when the dataset already has a split
+    labels: list[str] | None = None   # multi-label: every label of the image ([] = negative)
+
+    def label_list(self) -> list[str]:
+        return self.labels if self.labels is not None else [self.label]
 
 
 @dataclass
@@ -54,6 +62,7 @@ class ScanResult:
     existing_split: bool
     skipped: list[str] = field(default_factory=list)   # files ignored, with reasons
     num_files: int = 0
+    details: dict = field(default_factory=dict)         # layout-specific facts (table columns)
 
     def summary(self, max_examples: int = 3) -> dict:
         """Metadata only (no pixels), small enough for a prompt or the UI."""
@@ -125,6 +134,50 @@ def _class_folder_samples(class_dir: Path, label: str, split: str,
     return samples, dimension
 
 
+def _all_images(root: Path, limit: int = MAX_FILES) -> list[Path]:
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Path(folder) / f for f in sorted(files) if is_image(f))
+        if len(found) > limit:
+            raise ScanError(f"more than {limit} image files under {root}; register a smaller "
+                            "folder")
+    return found
+
+
+def _scan_label_table(root: Path) -> ScanResult | None:
+    images = _all_images(root)
+    table = read_label_table(root, images)
+    if table is None:
+        return None
+    samples = []
+    for path, labels, group in table["rows"]:
+        key = group or group_of(path)[0]
+        stratum = labels[0] if labels else "(none)"
+        samples.append(Sample(str(path), stratum, key, "",
+                              labels if table["multi_label"] else None))
+    counts = label_counts(table["rows"])
+    classes = sorted(counts)
+    listed = {Path(s.image) for s in samples}
+    skipped = [f"{p}: not listed in {Path(table['table']).name}" for p in images
+               if p not in listed][:1000]
+    if table["unmatched"]:
+        skipped.append(f"{table['unmatched']} rows of {Path(table['table']).name} name no "
+                       "existing image")
+    suffixes = Counter(image_suffix(p.name) for p in listed)
+    grouped = table["patient_column"] or sum(group_of(Path(s.image))[1] for s in samples) >= \
+        len(samples) / 2
+    source = (f"table column {table['patient_column']!r}" if table["patient_column"] else
+              "filename prefix" if grouped else "none (one group per image)")
+    return ScanResult(
+        root=str(root), layout="label_table", task="diagnosis", dimension="2D",
+        file_format=FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], ""), classes=classes,
+        class_counts={c: counts[c] for c in classes}, samples=samples, group_source=source,
+        existing_split=False, skipped=skipped, num_files=len(images),
+        details={k: table[k] for k in ("table", "image_column", "label_column",
+                                       "patient_column", "multi_label")})
+
+
 def scan_folder(root: str | os.PathLike) -> ScanResult:
     """Recognise the layout of ``root`` and list its samples. Raises ScanError with advice."""
     root_path = Path(root).expanduser()
@@ -135,6 +188,10 @@ def scan_folder(root: str | os.PathLike) -> ScanResult:
                         "the dataset.")
     root_path = root_path.resolve()
     top_dirs, top_files = _entries(root_path)
+    if any(f.suffix.lower() in TABLE_SUFFIXES for f in top_files):
+        table_scan = _scan_label_table(root_path)
+        if table_scan is not None:
+            return table_scan
     split_dirs = [d for d in top_dirs if d.name.lower() in SPLIT_NAMES]
     parents = [(d, SPLIT_NAMES[d.name.lower()]) for d in split_dirs] if split_dirs else [(root_path, "")]
 

@@ -83,3 +83,28 @@ def test_evaluator_refuses_missing_predictions(tmp_path):
     (tmp_path / "pred.json").write_text(json.dumps(preds))
     with pytest.raises(EvaluationError, match="1 of 2 test images have no prediction"):
         evaluate_diagnosis(dp, tmp_path / "pred.json")
+
+
+def test_multi_label_evaluator(tmp_path):
+    dp = tmp_path / "Datapath"
+    dp.mkdir()
+    rng = np.random.default_rng(1)
+    names = ["Effusion", "Nodule", "No Finding"]
+    test, preds, truth = {}, {}, []
+    for i in range(90):
+        labels = [n for n in names[:2] if rng.random() < 0.4] or ["No Finding"]
+        row = [1 if n in labels else 0 for n in names]
+        truth.append(row)
+        test[f"/img/{i}.png"] = labels
+        preds[f"/img/{i}.png"] = [float(np.clip(0.7 * t + rng.normal(0.15, 0.2), 0, 1))
+                                  for t in row]
+    (dp / "test.json").write_text(json.dumps(test))
+    (dp / "label_dict.json").write_text(json.dumps({n: i for i, n in enumerate(names)}))
+    (tmp_path / "pred.json").write_text(json.dumps(preds))
+    report = evaluate_diagnosis(dp, tmp_path / "pred.json")
+    assert report["multi_label"] and report["confusion_matrix"] is None
+    truth, probs = np.array(truth), np.array([preds[f"/img/{i}.png"] for i in range(90)])
+    expected = np.mean([roc_auc_score(truth[:, c], probs[:, c]) for c in range(3)])
+    assert report["metrics"]["auc"] == pytest.approx(expected)
+    assert report["per_class"]["Nodule"]["support"] == truth[:, 1].sum()
+    assert report["ci95"]["auc"][0] <= report["metrics"]["auc"] <= report["ci95"]["auc"][1]

@@ -6,7 +6,8 @@ import json
 
 from pydantic import BaseModel, Field
 
-from core.fingerprint import fingerprint, training_image_size
+from core.evaluation.diagnosis import is_multi_label
+from core.fingerprint import fingerprint, intensity_for, training_image_size
 from core.gates import check_dataloader
 from core.settings import TEMPLATES_DIR
 from ml_templates.common.instantiate import instantiate
@@ -43,8 +44,13 @@ class WriteDataloader(M3Tool):
         size = image_size or training_image_size(fp, plan.get("device", "cpu"))
         if any(not 8 <= s <= 1024 for s in size) or len(size) not in (2, 3):
             raise ToolError(f"image_size must have 2 or 3 sides between 8 and 1024, got {size}")
+        index = {**json.loads(train_path.read_text()),
+                 **json.loads((ws.datapath / "test.json").read_text())}
         values = {"DATAPATH": str(ws.datapath), "IMAGE_SIZE": list(size),
-                  "IN_CHANNELS": int(in_channels or fp.get("channels", 1)), "MULTI_LABEL": False}
+                  "IN_CHANNELS": int(in_channels or fp.get("channels", 1)),
+                  "MULTI_LABEL": is_multi_label(index),
+                  "INTENSITY": intensity_for(plan.get("modality", ""), plan.get("anatomy", ""),
+                                             plan.get("file_format", ""))}
         instantiate(template, ws.dataloader, values)
         (ws.datapath / "fingerprint.json").write_text(json.dumps(fp, indent=2))
         return {"dataloader": str(ws.dataloader), "config": values, "fingerprint": fp}

@@ -1,7 +1,8 @@
 """Diagnosis dataloader: reads the paper-format index (train.json / test.json / label_dict.json)
 and yields ``{"pixel_values": float tensor (C, *IMAGE_SIZE), "labels": ...}`` per image.
 
-The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
+Single-label targets are class indices (softmax); with ``MULTI_LABEL`` they are multi-hot
+vectors (sigmoid, one output per label). The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
 block between the CONFIG markers; the rest is used as it is. An index key is an image file
 (PNG/JPEG, DICOM, NIfTI, NRRD, ...) or a folder of 2D slices that form one 3D scan.
 """
@@ -10,6 +11,7 @@ DATAPATH = "."
 IMAGE_SIZE = [128, 128]
 IN_CHANNELS = 1
 MULTI_LABEL = False
+INTENSITY = {"kind": "minmax"}
 # --- M3B CONFIG END
 import json
 import re
@@ -17,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from monai.transforms import (Compose, EnsureType, LoadImage, RandAffine, RandGaussianNoise,
-                              Resize, ScaleIntensity)
+from monai.transforms import (Compose, EnsureType, LoadImage, NormalizeIntensity, RandAffine,
+                              RandGaussianNoise, Resize, ScaleIntensity, ScaleIntensityRange)
 
 _SLICE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm"}
 
@@ -48,8 +50,19 @@ class _ReadImage:
         return self._one(path)
 
 
+def intensity_transform():
+    """CT: a window in HU mapped to [0, 1]; MRI: z-score over the body; otherwise min-max."""
+    kind = INTENSITY.get("kind", "minmax")
+    if kind == "ct":
+        low, high = INTENSITY.get("window", [-1000, 1000])
+        return ScaleIntensityRange(a_min=low, a_max=high, b_min=0.0, b_max=1.0, clip=True)
+    if kind == "mri":
+        return NormalizeIntensity(nonzero=True, channel_wise=True)
+    return ScaleIntensity(minv=0.0, maxv=1.0)
+
+
 def build_transforms(augment: bool) -> Compose:
-    steps = [ScaleIntensity(minv=0.0, maxv=1.0), Resize(spatial_size=IMAGE_SIZE)]
+    steps = [intensity_transform(), Resize(spatial_size=IMAGE_SIZE)]
     if augment:
         steps += [RandAffine(prob=0.5, rotate_range=0.1, scale_range=0.1,
                              translate_range=[s * 0.05 for s in IMAGE_SIZE], padding_mode="zeros"),

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
 
-from core.evaluation import diagnosis_metrics
+from core.evaluation.diagnosis import diagnosis_metrics, multi_label_metrics
 from ml_templates.common.callbacks import StoreCallback
+from ml_templates.common.export import export_model
 from ml_templates.diagnosis.model import DiagnosisModel
 
 
@@ -42,7 +43,7 @@ def validation_items(items: list, groups: dict, fraction: float, seed: int) -> t
     by_label: dict[str, list[str]] = {}
     group_label = {}
     for path, labels in items:
-        group_label.setdefault(groups.get(path, path), labels[0])
+        group_label.setdefault(groups.get(path, path), labels[0] if labels else "")
     for group, label in sorted(group_label.items()):
         by_label.setdefault(label, []).append(group)
     rng = random.Random(seed)
@@ -53,6 +54,29 @@ def validation_items(items: list, groups: dict, fraction: float, seed: int) -> t
     train = [it for it in items if groups.get(it[0], it[0]) not in val_groups]
     val = [it for it in items if groups.get(it[0], it[0]) in val_groups]
     return train, val
+
+
+def class_weights(items: list, label_dict: dict, multi_label: bool) -> list[float]:
+    """Counter imbalance: inverse-frequency weights (single-label) or negative/positive ratios
+    as BCE ``pos_weight`` (multi-label), capped at 20."""
+    n = len(label_dict)
+    counts = Counter(label_dict[lbl] for _, labels in items for lbl in labels)
+    if multi_label:
+        return [min(20.0, (len(items) - counts.get(i, 0)) / max(counts.get(i, 0), 1))
+                for i in range(n)]
+    return [len(items) / (n * max(counts.get(i, 0), 1)) for i in range(n)]
+
+
+class Probabilities(torch.nn.Module):
+    """The exported form: images in, class probabilities out."""
+
+    def __init__(self, model: DiagnosisModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        logits = self.model(pixel_values=pixel_values)["logits"]
+        return torch.sigmoid(logits) if self.model.multi_label else torch.softmax(logits, dim=1)
 
 
 def collate(batch: list[dict]) -> dict:
@@ -81,19 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     val_ds = dl.DiagnosisDataset("train", augment=False, datapath=str(datapath), items=val_items)
     test_ds = dl.DiagnosisDataset("test", augment=False, datapath=str(datapath))
 
-    counts = Counter(label_dict[labels[0]] for _, labels in train_items)
     n = len(label_dict)
-    weights = [len(train_items) / (n * max(counts.get(i, 0), 1)) for i in range(n)]
+    multi = bool(getattr(dl, "MULTI_LABEL", False))
+    weights = class_weights(train_items, label_dict, multi)
     spatial_dims = len(cfg["image_size"])
     model = DiagnosisModel(cfg["network"], spatial_dims, int(cfg.get("in_channels", 1)), n,
-                           multi_label=bool(cfg.get("multi_label", False)),
-                           class_weights=weights, pretrained_path=cfg.get("pretrained_path"))
+                           multi_label=multi, class_weights=weights,
+                           pretrained_path=cfg.get("pretrained_path"))
     use_cpu = cfg.get("device", "auto") == "cpu" or not torch.cuda.is_available()
+    for dataset in (train_ds, val_ds, test_ds):
+        dataset.transforms.set_random_state(seed=seed)  # augmentation replays with the seed
 
     def compute_metrics(eval_pred):
-        logits = np.asarray(eval_pred.predictions)
-        probs = torch.softmax(torch.as_tensor(logits), dim=1).numpy()
-        return diagnosis_metrics(np.asarray(eval_pred.label_ids), probs, n)
+        logits = torch.as_tensor(np.asarray(eval_pred.predictions))
+        labels = np.asarray(eval_pred.label_ids)
+        if multi:
+            return multi_label_metrics(labels.astype(int), torch.sigmoid(logits).numpy())
+        return diagnosis_metrics(labels, torch.softmax(logits, dim=1).numpy(), n)
 
     args = TrainingArguments(
         output_dir=str(out / "checkpoints"), num_train_epochs=float(cfg.get("epochs", 10)),
@@ -118,15 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
     model.eval()
+    predictor = Probabilities(model).eval()
     predictions = {}
     with torch.no_grad():
         for i in range(0, len(test_ds), 32):
             batch = [test_ds[j] for j in range(i, min(i + 32, len(test_ds)))]
             pixels = torch.stack([b["pixel_values"] for b in batch]).to(trainer.args.device)
-            probs = torch.softmax(model(pixel_values=pixels)["logits"], dim=1).cpu().numpy()
+            probs = predictor(pixels).cpu().numpy()
             for b, p in zip(batch, probs):
                 predictions[b["image_path"]] = [float(x) for x in p]
     (out / "predictions.json").write_text(json.dumps(predictions))
+    exports = (export_model(predictor, test_ds[0]["pixel_values"][None], out / "export",
+                            output_name="probabilities") if cfg.get("export", True) else {})
     summary = {
         "model_path": str(model_dir / "model.safetensors"), "network": cfg["network"],
         "num_parameters": sum(p.numel() for p in model.parameters()),
@@ -136,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "stop_reason": store_cb.stop_reason or "completed", "seconds": time.time() - started,
         "device": str(trainer.args.device), "num_train": len(train_ds), "num_val": len(val_ds),
         "num_test": len(test_ds), "class_weights": weights, "seed": seed,
+        "multi_label": multi, "exports": exports,
     }
     (out / "train_summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps({"event": "done", **summary}))
