@@ -23,6 +23,17 @@ def child_env(extra: dict | None = None) -> dict:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux ask for SIGTERM when the parent (the job) dies, so a
+    killed job never leaves an orphaned training process behind."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -40,7 +51,8 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=str(REPO_ROOT),
                                 stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         ended = "exited"
         while proc.poll() is None:
             if time.time() - started > timeout_s:
