@@ -167,7 +167,8 @@ def brain_volume(rng: np.random.Generator, lesion: tuple[str, str] | None,
     for sign in (-1, 1):  # lateral ventricles
         vol[ball(c + [sign * size * 0.06, 0, 0], [size * 0.04, size * 0.12, size * 0.06])] = 0.15
     if lesion:
-        radius = size * (rng.uniform(0.06, 0.08) if lesion[0] == "small" else rng.uniform(0.13, 0.15))
+        small = lesion[0] == "small"
+        radius = size * (rng.uniform(0.06, 0.08) if small else rng.uniform(0.13, 0.15))
         sign = -1 if lesion[1] == "right" else 1
         centre = c + [sign * size * rng.uniform(0.17, 0.22), size * rng.uniform(-0.15, 0.15),
                       size * rng.uniform(-0.08, 0.1)]

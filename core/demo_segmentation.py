@@ -83,7 +83,7 @@ def ct_case(rng: np.random.Generator, shape, organs) -> tuple[np.ndarray, np.nda
     mask = np.zeros(shape, np.uint8)
     specs = {"liver": ((cx + rx * 0.35, cy + ry * 0.1, nz * 0.55), (rx * 0.45, ry * 0.6, nz * 0.4),
                        65.0),
-             "spleen": ((cx - rx * 0.55, cy - ry * 0.25, nz * 0.6), (rx * 0.22, ry * 0.3, nz * 0.25),
+             "spleen": ((cx - rx * 0.5, cy - ry * 0.2, nz * 0.6), (rx * 0.3, ry * 0.4, nz * 0.3),
                         95.0)}
     for value, name in enumerate(organs, start=1):
         center, radii, level = specs[name]

@@ -6,7 +6,10 @@ import statistics
 from pathlib import Path
 
 
-def _shape_of(path: Path) -> tuple[list[int], int] | None:
+def _shape_of(path: Path | list) -> tuple[list[int], int] | None:
+    if isinstance(path, list):  # channel files: one image with len(path) channels
+        first = _shape_of(Path(path[0]))
+        return (first[0], len(path)) if first else None
     name = path.name.lower()
     try:
         if path.is_dir():
@@ -26,14 +29,34 @@ def _shape_of(path: Path) -> tuple[list[int], int] | None:
             import nibabel
             shape = list(nibabel.load(path).shape)
             return shape[:3], shape[3] if len(shape) > 3 else 1
+        if name.endswith((".nrrd", ".mha", ".mhd")):
+            import SimpleITK as sitk
+            reader = sitk.ImageFileReader()
+            reader.SetFileName(str(path))
+            reader.ReadImageInformation()
+            return list(reversed(reader.GetSize())), reader.GetNumberOfComponents()
     except Exception:
         return None
     return None
 
 
-def fingerprint(image_paths: list[str], max_probe: int = 50) -> dict:
+def _spacing_of(path) -> list[float] | None:
+    path = Path(path[0] if isinstance(path, list) else path)
+    if not path.name.lower().endswith((".nii", ".nii.gz")):
+        return None
+    try:
+        import nibabel
+        return [float(z) for z in nibabel.load(path).header.get_zooms()[:3]]
+    except Exception:
+        return None
+
+
+def fingerprint(image_paths: list, max_probe: int = 50) -> dict:
+    """Shapes (header order), channels and, for NIfTI, voxel spacing in mm (x, y, z)."""
     step = max(1, len(image_paths) // max_probe)
-    probes = [p for p in (_shape_of(Path(x)) for x in image_paths[::step][:max_probe]) if p]
+    chosen = image_paths[::step][:max_probe]
+    probes = [p for p in (_shape_of(x if isinstance(x, list) else Path(x)) for x in chosen) if p]
+    spacings = [s for s in (_spacing_of(x) for x in chosen[:20]) if s]
     if not probes:
         return {"probed": 0}
     ndim = statistics.mode(len(s) for s, _ in probes)
@@ -41,7 +64,9 @@ def fingerprint(image_paths: list[str], max_probe: int = 50) -> dict:
     median = [int(statistics.median(axis)) for axis in zip(*shapes)]
     return {"probed": len(probes), "spatial_dims": ndim, "median_shape": median,
             "min_shape": [min(a) for a in zip(*shapes)], "max_shape": [max(a) for a in zip(*shapes)],
-            "channels": statistics.mode(c for _, c in probes)}
+            "channels": statistics.mode(c for _, c in probes),
+            "median_spacing": [round(statistics.median(a), 3) for a in zip(*spacings)]
+            if spacings else None}
 
 
 def training_image_size(fp: dict, device: str) -> list[int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from core.workspace import JobWorkspace
 
-SUPPORTED_TASKS = {"diagnosis"}
+SUPPORTED_TASKS = {"diagnosis", "segmentation", "anomaly_detection", "report_generation"}
 
 
 @dataclass
@@ -107,7 +107,66 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
     return GateResult("index", not errors, errors, facts)
 
 
-def check_dataloader(ws: JobWorkspace) -> GateResult:
+def _paths_of(entry: dict) -> list[str]:
+    image = entry.get("image_path")
+    paths = list(image) if isinstance(image, list) else [image]
+    return paths + ([entry["label_path"]] if entry.get("label_path") else [])
+
+
+def _entry_errors(entry, template: str) -> str | None:
+    if not isinstance(entry, dict) or not entry.get("image_path"):
+        return "an entry without image_path"
+    if template == "segmentation":
+        if not entry.get("label_path") or not entry.get("labels"):
+            return "a segmentation entry needs label_path and a non-empty labels list"
+    elif template == "detection":
+        boxes, labels = entry.get("boxes"), entry.get("labels")
+        if not isinstance(boxes, list) or not isinstance(labels, list) or len(boxes) != len(labels):
+            return "a detection entry needs boxes and labels lists of the same length"
+        for box in boxes:
+            half = len(box) // 2
+            if len(box) not in (4, 6) or any(box[i + half] <= box[i] for i in range(half)):
+                return f"box {box} is not [x0, y0, (z0,) x1, y1, (z1)] with x1 > x0"
+    elif not (str(entry.get("findings", "")).strip() or str(entry.get("impression", "")).strip()):
+        return "a report entry has neither findings nor impression"
+    return None
+
+
+def check_list_index(ws: JobWorkspace, template: str) -> GateResult:
+    """Segmentation / detection / report index: lists of well-formed entries whose files exist;
+    no image or patient on both sides."""
+    errors: list[str] = []
+    d = ws.datapath
+    train, test = _load(d / "train.json", errors), _load(d / "test.json", errors)
+    split = _load(d / "split.json", errors)
+    if errors:
+        return GateResult("index", False, errors)
+    for name, index in (("train", train), ("test", test)):
+        if not isinstance(index, list) or not index:
+            errors.append(f"{name}.json must be a non-empty list")
+            continue
+        bad = [(i, e) for i, entry in enumerate(index) if (e := _entry_errors(entry, template))]
+        if bad:
+            errors.append(f"{name}.json: {len(bad)} bad entries, e.g. #{bad[0][0]}: {bad[0][1]}")
+            continue
+        missing = [p for entry in index for p in _paths_of(entry) if not Path(p).exists()]
+        if missing:
+            errors.append(f"{name}.json: {len(missing)} files do not exist, e.g. {missing[0]}")
+    if errors:
+        return GateResult("index", False, errors)
+    key = lambda e: json.dumps(e["image_path"])  # noqa: E731
+    overlap = {key(e) for e in train} & {key(e) for e in test}
+    if overlap:
+        errors.append(f"{len(overlap)} images are in both train and test")
+    group_overlap = set(split.get("train_groups", [])) & set(split.get("test_groups", []))
+    if group_overlap:
+        errors.append(f"{len(group_overlap)} patients/groups are in both train and test "
+                      f"(e.g. {sorted(group_overlap)[0]}): split by patient")
+    return GateResult("index", not errors, errors, {"num_train": len(train),
+                                                     "num_test": len(test)})
+
+
+def check_dataloader(ws: JobWorkspace, one_shape: bool = True) -> GateResult:
     errors: list[str] = []
     if not ws.dataloader.exists():
         errors.append("Datapath/dataloader.py is missing")
@@ -121,7 +180,7 @@ def check_dataloader(ws: JobWorkspace) -> GateResult:
             if report.get("loaded", {}).get(split) != expected.get(split):
                 errors.append(f"{split}: loaded {report.get('loaded', {}).get(split)} of "
                               f"{expected.get(split)} samples")
-        if len(report.get("shapes", [])) != 1:
+        if one_shape and len(report.get("shapes", [])) != 1:
             errors.append(f"samples must share one shape after transforms, got "
                           f"{report.get('shapes')}")
     return GateResult("dataloader", not errors, errors, report or {})
@@ -129,7 +188,7 @@ def check_dataloader(ws: JobWorkspace) -> GateResult:
 
 def check_training(ws: JobWorkspace, metric_rows: int) -> GateResult:
     errors: list[str] = []
-    summary = _load(ws.logout / "train_summary.json", errors)
+    summary = _load(ws.logout / "train_summary.json", errors)  # written last by every template
     if metric_rows == 0:
         errors.append("training wrote no metric to the store")
     if not (ws.logout / "predictions.json").exists():

@@ -1,6 +1,7 @@
 """Index files in the paper's format, from a scan, with a leakage-free split.
 
-Diagnosis index (``Datapath/``):
+Segmentation, detection and report-generation indexes are lists of dicts (write_list_index;
+formats in ml_templates/README.md). Diagnosis index (``Datapath/``):
 
 * ``train.json`` / ``test.json``: ``{image_path: [label, ...]}`` — absolute paths into the
   read-only dataset; an image is a file, or a folder of 2D slices forming one 3D scan;
@@ -13,6 +14,7 @@ split the dataset already has (``train/``, ``test/`` folders) is kept.
 """
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -100,6 +102,56 @@ def write_diagnosis_index(scan: ScanResult, datapath: str | Path, test_fraction:
     write_json_atomic(datapath / "train.json", train)
     write_json_atomic(datapath / "test.json", test)
     write_json_atomic(datapath / "split.json", split_info)
+    return {"datapath": str(datapath), "num_train": len(train), "num_test": len(test),
+            "classes": scan.classes, "counts": counts, "split_method": split.info["method"],
+            "grouping_key": scan.group_source,
+            "num_train_groups": len(split.info["train_groups"]),
+            "num_test_groups": len(split.info["test_groups"])}
+
+
+def _split(scan: ScanResult, test_fraction: float, seed: int, keep_existing_split: bool):
+    if keep_existing_split and scan.existing_split:
+        return existing_split(scan.samples)
+    return grouped_stratified_split(scan.samples, test_fraction, seed)
+
+
+def _entry(sample: Sample, template: str, classes: list[str]) -> dict:
+    if template == "segmentation":
+        return {"image_path": sample.image, "label_path": sample.extra["label_path"],
+                "labels": classes}
+    if template == "detection":
+        return {"image_path": sample.image, "boxes": sample.extra.get("boxes", []),
+                "labels": sample.extra.get("labels", [])}
+    return {"image_path": sample.image, "findings": sample.extra.get("findings", ""),
+            "impression": sample.extra.get("impression", "")}
+
+
+def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
+                     test_fraction: float = 0.2, seed: int = 42,
+                     keep_existing_split: bool = True) -> dict:
+    """Segmentation / detection / report generation index: lists of dicts (see
+    ml_templates/README.md), plus split.json (and label_dict.json for detection)."""
+    if template not in ("segmentation", "detection", "report_generation"):
+        raise IndexBuildError(f"no list index for template {template!r}")
+    if len(scan.samples) < 4:
+        raise IndexBuildError(f"only {len(scan.samples)} cases; at least 4 are needed to train "
+                              "and test")
+    split = _split(scan, test_fraction, seed, keep_existing_split)
+    datapath = Path(datapath)
+    train = [_entry(s, template, scan.classes) for s in split.train]
+    test = [_entry(s, template, scan.classes) for s in split.test]
+    if template == "detection":
+        write_json_atomic(datapath / "label_dict.json",
+                          {label: i for i, label in enumerate(scan.classes)})
+    counts = {"train": dict(Counter(s.label for s in split.train)),
+              "test": dict(Counter(s.label for s in split.test))}
+    groups = {json.dumps(s.image) if isinstance(s.image, list) else s.image: s.group
+              for s in scan.samples}
+    write_json_atomic(datapath / "train.json", train)
+    write_json_atomic(datapath / "test.json", test)
+    write_json_atomic(datapath / "split.json", {"grouping_key": scan.group_source,
+                                                "dataset": scan.root, **split.info,
+                                                "counts": counts, "groups": groups})
     return {"datapath": str(datapath), "num_train": len(train), "num_test": len(test),
             "classes": scan.classes, "counts": counts, "split_method": split.info["method"],
             "grouping_key": scan.group_source,

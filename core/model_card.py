@@ -5,29 +5,52 @@ import json
 
 from core import RESEARCH_ONLY
 
+WHAT_IT_DOES = {
+    "diagnosis": "Classifies {modality} {anatomy} images into: {classes}.",
+    "segmentation": "Segments {classes} in {modality} {anatomy} images.",
+    "detection": "Finds and boxes {classes} in {modality} {anatomy} images.",
+    "report_generation": "Writes findings and impression text for {modality} {anatomy} images.",
+}
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None or value != value else f"{value:.3f}"
+
+def _fmt(value) -> str:
+    if not isinstance(value, (int, float)) or value != value:
+        return "n/a"
+    return f"{value:.3f}"
+
+
+def _metric_rows(report: dict) -> str:
+    ci = report.get("ci95", {})
+    return "\n".join(
+        f"| {name} | {_fmt(value)} | "
+        f"{_fmt(ci[name][0]) + ' – ' + _fmt(ci[name][1]) if ci.get(name) else 'n/a'} |"
+        for name, value in report["metrics"].items() if isinstance(value, (int, float)))
+
+
+def _per_class(report: dict) -> str:
+    per_class = report.get("per_class") or {}
+    keys = sorted({k for v in per_class.values() if isinstance(v, dict) for k, x in v.items()
+                   if isinstance(x, (int, float))})
+    if not keys:
+        return ""
+    rows = "\n".join(f"| {name} | " + " | ".join(
+        _fmt(v.get(k)) if k != "support" else str(v.get(k, "")) for k in keys) + " |"
+        for name, v in per_class.items())
+    return f"\n| class | {' | '.join(keys)} |\n|{'---|' * (len(keys) + 1)}\n{rows}\n"
 
 
 def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> str:
-    m, ci = report["metrics"], report.get("ci95", {})
-    rows = "\n".join(
-        f"| {name} | {_fmt(m.get(name))} | "
-        f"{_fmt(ci[name][0]) + ' – ' + _fmt(ci[name][1]) if ci.get(name) else 'n/a'} |"
-        for name in ("auc", "accuracy", "f1_macro"))
-    per_class = "\n".join(
-        f"| {name} | {_fmt(v['sensitivity'])} | {_fmt(v['specificity'])} | {v['support']} |"
-        for name, v in report.get("per_class", {}).items())
     counts = split.get("counts", {})
+    template = plan.get("template", "diagnosis")
+    does = WHAT_IT_DOES.get(template, "").format(
+        modality=plan.get("modality") or "", anatomy=plan.get("anatomy") or "",
+        classes=", ".join(plan.get("classes") or []) or "the labelled structures")
     return f"""# Model card: {plan['dataset']} — {plan['task']}
 
 > **{RESEARCH_ONLY}**
 
 ## What it does
-Classifies {plan.get('modality') or ''} {plan.get('anatomy') or ''} images into
-{', '.join(plan.get('classes', []))}. Built by M3Builder from the request:
-"{plan.get('request', '')}".
+{does} Built by M3Builder from the request: "{plan.get('request', '')}".
 
 ## Data
 - Dataset: {plan['dataset']} (`{plan['dataset_path']}`)
@@ -36,19 +59,15 @@ Classifies {plan.get('modality') or ''} {plan.get('anatomy') or ''} images into
 - {len(split.get('train_groups', []))} training and {len(split.get('test_groups', []))} test patients/groups; none on both sides.
 
 ## Model
-- Network: {summary.get('network')} ({summary.get('num_parameters', 0):,} parameters), trained from scratch
-  unless a local pretrained path was given; {summary.get('epochs_run')} epochs, {summary.get('device')},
+- Template: {template}; network: {summary.get('network')}, trained from scratch unless a local
+  pretrained path was given; {summary.get('epochs_run')} epochs on {summary.get('device')},
   {summary.get('seconds', 0):.0f} s; stop reason: {summary.get('stop_reason')}.
 
-## Test-set performance (system evaluator, {report['num_test']} images, 95% bootstrap CI)
+## Test-set performance (system evaluator, {report.get('num_test')} cases, 95% bootstrap CI)
 | metric | value | 95% CI |
 |---|---|---|
-{rows}
-
-| class | sensitivity | specificity | support |
-|---|---|---|---|
-{per_class}
-
+{_metric_rows(report)}
+{_per_class(report)}
 ## Intended use and limits
 - Intended for research and method development only; not validated for clinical use.
 - Performance is measured on a held-out split of one dataset; it says nothing about other

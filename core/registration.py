@@ -37,6 +37,9 @@ def _decode_ok(path: Path) -> str | None:
         elif suffix.endswith((".nii", ".nii.gz")):
             import nibabel
             nibabel.load(path).get_fdata()
+        elif suffix.endswith((".nrrd", ".mha", ".mhd")):
+            import SimpleITK as sitk
+            sitk.ReadImage(str(path))
         return None
     except Exception as exc:  # any decoder error means the file is unusable
         return f"{path}: cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})"
@@ -44,14 +47,20 @@ def _decode_ok(path: Path) -> str | None:
 
 def validate_scan(scan) -> tuple[list[str], list[str]]:
     errors, warnings = [], []
-    if len(scan.classes) < 2:
-        errors.append(f"only one class folder found ({', '.join(scan.classes)}); diagnosis "
-                      "needs at least two")
-    for label, count in scan.class_counts.items():
-        if count < 2:
-            errors.append(f"class {label!r} has {count} image; each class needs at least 2 "
-                          "(one for training, one for testing)")
-    bad = [err for s in scan.samples[:MAX_DECODE] if (err := _decode_ok(Path(s.image)))]
+    if scan.task == "diagnosis":
+        if len(scan.classes) < 2:
+            errors.append(f"only one class found ({', '.join(scan.classes)}); diagnosis needs "
+                          "at least two")
+        for label, count in scan.class_counts.items():
+            if count < 2:
+                errors.append(f"class {label!r} has {count} image; each class needs at least 2 "
+                              "(one for training, one for testing)")
+    elif len(scan.samples) < 4:
+        errors.append(f"only {len(scan.samples)} cases found; at least 4 are needed")
+    files = [Path(p) for s in scan.samples[:MAX_DECODE] for p in
+             ((s.image if isinstance(s.image, list) else [s.image]) +
+              ([s.extra["label_path"]] if s.extra.get("label_path") else []))]
+    bad = [err for p in files if (err := _decode_ok(p))]
     if bad:
         errors.append(f"{len(bad)} files cannot be read as images, e.g. {bad[0]}. Remove or "
                       "replace them")
@@ -63,11 +72,11 @@ def validate_scan(scan) -> tuple[list[str], list[str]]:
                         "classes to compensate")
     hashes = defaultdict(list)
     for s in scan.samples[:MAX_DECODE]:
-        p = Path(s.image)
+        p = Path(s.image[0] if isinstance(s.image, list) else s.image)
         if p.is_file() and p.stat().st_size < 50_000_000:
             hashes[hashlib.sha1(p.read_bytes()).hexdigest()].append(s)
     dups = [v for v in hashes.values() if len(v) > 1]
-    cross = [v for v in dups if len({s.label for s in v}) > 1]
+    cross = [v for v in dups if scan.task == "diagnosis" and len({s.label for s in v}) > 1]
     if cross:
         errors.append(f"{len(cross)} identical images carry different labels, e.g. "
                       f"{cross[0][0].image} and {cross[0][1].image}")
@@ -87,8 +96,8 @@ def draft_datacard(scan, name: str, description: str, source: str = "registered"
     text = f"{name} {description}".lower()
     if not modality and re.search(r"x-?ray|cxr|radiograph", text):
         modality = "X-ray"
-    auto = (f"{scan.dimension} {scan.file_format} images in {len(scan.classes)} class folders "
-            f"({', '.join(f'{c}: {n}' for c, n in scan.class_counts.items())}).")
+    auto = (f"{scan.dimension} {scan.file_format} images, {len(scan.samples)} samples, layout "
+            f"{scan.layout}; labels: {', '.join(scan.classes) or 'free text'}.")
     return parse_datacard({
         "dataset name": name, "dataset description": description.strip() or auto,
         "dataset path": scan.root, "tasks": [scan.task], "modality": modality,

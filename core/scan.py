@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from core.scan_layouts import IMAGE_DIRS, scan_box_table, scan_image_masks, scan_reports
 from core.scan_tables import TABLE_SUFFIXES, label_counts, read_label_table
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm", ".dicom",
@@ -38,11 +39,12 @@ class ScanError(ValueError):
 
 @dataclass
 class Sample:
-    image: str            # absolute path: a file, or a folder of slices (3D)
+    image: str | list[str]  # absolute path: a file, a folder of slices (3D), or channel files
     label: str            # the label (single-label) or the stratum used for splitting
     group: str            # patient / subject key used for leakage-free splits
     split: str = ""       # "train" / "val" / "test" when the dataset already has a split
     labels: list[str] | None = None   # multi-label: every label of the image ([] = negative)
+    extra: dict = field(default_factory=dict)  # label_path / boxes / findings, by layout
 
     def label_list(self) -> list[str]:
         return self.labels if self.labels is not None else [self.label]
@@ -178,6 +180,59 @@ def _scan_label_table(root: Path) -> ScanResult | None:
                                        "patient_column", "multi_label")})
 
 
+def _result(root: Path, layout: str, task: str, samples: list[Sample], images: list[Path],
+            details: dict, classes: list[str] | None = None, skipped: list[str] | None = None,
+            existing: bool = False) -> ScanResult:
+    first = [Path(s.image[0] if isinstance(s.image, list) else s.image) for s in samples]
+    suffixes = Counter(image_suffix(p.name) for p in first)
+    suffix = suffixes.most_common(1)[0][0] if suffixes else ""
+    fmt = FORMAT_OF_SUFFIX.get(suffix, "")
+    counts = Counter(s.label for s in samples)
+    grouped = sum(group_of(p)[1] for p in first) >= len(samples) / 2
+    return ScanResult(
+        root=str(root), layout=layout, task=task,
+        dimension="3D" if fmt in ("nifti", "nrrd", "mha") else "2D", file_format=fmt,
+        classes=classes if classes is not None else sorted(counts),
+        class_counts=dict(sorted(counts.items())), samples=samples,
+        group_source="filename prefix" if grouped else "none (one group per image)",
+        existing_split=existing, skipped=skipped or [], num_files=len(images), details=details)
+
+
+def _scan_other_layouts(root: Path) -> ScanResult | None:
+    images = _all_images(root)
+    reports = scan_reports(root, images)
+    if reports:
+        samples = [Sample(str(p), "report", group_of(p)[0], split,
+                          extra={"findings": f, "impression": i})
+                   for p, f, i, split in reports["entries"]]
+        return _result(root, "report_table", "report_generation", samples, images, {},
+                       classes=[], existing=any(s.split == "test" for s in samples))
+    boxes = scan_box_table(root, images)
+    if boxes:
+        samples = [Sample(str(p), "positive" if e["boxes"] else "negative", group_of(p)[0],
+                          extra=e) for p, e in sorted(boxes["images"].items())]
+        names = sorted({lbl for e in boxes["images"].values() for lbl in e["labels"]})
+        details = {k: boxes[k] for k in ("table", "image_column", "three_d")}
+        result = _result(root, "box_table", "anomaly_detection", samples, images, details, names)
+        result.dimension = "3D" if boxes["three_d"] else result.dimension
+        return result
+    if any(f.suffix.lower() in TABLE_SUFFIXES for f in root.iterdir()):
+        table_scan = _scan_label_table(root)
+        if table_scan is not None:
+            return table_scan
+    pairs = scan_image_masks(root, images)
+    if pairs:
+        samples = [Sample([str(f) for f in files] if len(files) > 1 else str(files[0]), "case",
+                          group_of(Path(key))[0], extra={"label_path": str(mask)})
+                   for key, files, mask in pairs["cases"]]
+        details = {"image_dir": pairs["image_dir"], "mask_dir": pairs["mask_dir"],
+                   "channels": max(len(f) for _, f, _ in pairs["cases"])}
+        skipped = [f"{p}: no mask with a matching name" for p in pairs["unpaired"]]
+        return _result(root, "image_mask_folders", "segmentation", samples, images, details,
+                       pairs["labels"], skipped)
+    return None
+
+
 def scan_folder(root: str | os.PathLike) -> ScanResult:
     """Recognise the layout of ``root`` and list its samples. Raises ScanError with advice."""
     root_path = Path(root).expanduser()
@@ -188,10 +243,11 @@ def scan_folder(root: str | os.PathLike) -> ScanResult:
                         "the dataset.")
     root_path = root_path.resolve()
     top_dirs, top_files = _entries(root_path)
-    if any(f.suffix.lower() in TABLE_SUFFIXES for f in top_files):
-        table_scan = _scan_label_table(root_path)
-        if table_scan is not None:
-            return table_scan
+    if any(f.suffix.lower() in TABLE_SUFFIXES + (".json",) for f in top_files) or \
+            any(d.name.lower() in IMAGE_DIRS for d in top_dirs):
+        found = _scan_other_layouts(root_path)
+        if found is not None:
+            return found
     split_dirs = [d for d in top_dirs if d.name.lower() in SPLIT_NAMES]
     parents = [(d, SPLIT_NAMES[d.name.lower()]) for d in split_dirs] if split_dirs else [(root_path, "")]
 

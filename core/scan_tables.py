@@ -25,7 +25,10 @@ def _read(path: Path) -> tuple[list[str], list[dict]]:
     with open(path, newline="", encoding="utf-8-sig") as handle:
         sample = handle.read(4096)
         handle.seek(0)
-        dialect = csv.Sniffer().sniff(sample, delimiters=",\t;") if sample else csv.excel
+        try:
+            dialect = csv.Sniffer().sniff(sample, delimiters=",\t;")
+        except csv.Error:  # long free text defeats the sniffer: trust the file's suffix
+            dialect = csv.excel_tab if path.suffix.lower() == ".tsv" else csv.excel
         reader = csv.DictReader(handle, dialect=dialect)
         rows = [row for row in reader]
         return list(reader.fieldnames or []), rows

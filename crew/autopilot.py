@@ -47,7 +47,8 @@ def model_trainer(tools: list, ctx: JobContext) -> str:
     _ok(t["configure_training"].call(), "configure_training")
     _ok(t["run_training"].call(), "run_training")
     result = _ok(t["evaluate_model"].call(), "evaluate_model")
-    return ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items())
+    return ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()
+                     if isinstance(v, (int, float)))
 
 
 ROUTINES = {"task_manager": task_manager, "data_engineer": data_engineer,

@@ -4,7 +4,7 @@
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
     python -m crew jobs [--home DIR]
     python -m crew show JOB [--home DIR]
-    python -m crew demo [--home DIR]          build and register the demo dataset
+    python -m crew demo [--basic] [--home DIR] build and register the demo datasets
 """
 from __future__ import annotations
 
@@ -38,10 +38,16 @@ def cmd_register(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from crew.demo import ensure_demo
-    result = ensure_demo(get_settings(args.home))
-    _print(result, args.json)
-    return 0 if result["status"] == "registered" else 1
+    from crew.demo import ensure_all_demos, ensure_demo
+    settings = get_settings(args.home)
+    results = [ensure_demo(settings)] if args.basic else ensure_all_demos(settings)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            print(f"{r['status']:<11} {r['task'] or '-':<18} {r['name']}"
+                  + (f"  errors: {r['errors']}" if r["errors"] else ""))
+    return 0 if all(r["status"] == "registered" for r in results) else 1
 
 
 def _progress(store, job_id: str, last_id: int) -> int:
@@ -144,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id")
     p.add_argument("--events", action="store_true", help="include every step")
     p.set_defaults(func=cmd_show)
-    p = sub.add_parser("demo", parents=[common], help="build and register the demo dataset")
+    p = sub.add_parser("demo", parents=[common], help="build and register the demo datasets")
+    p.add_argument("--basic", action="store_true",
+                   help="only the 2D chest X-ray demo (fastest)")
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from core.catalog import load_catalog
-from core.gates import (GateResult, check_dataloader, check_diagnosis_index, check_plan,
-                        check_report, check_training)
+from core.gates import GateResult, check_dataloader, check_plan, check_report, check_training
+from core.tasks import check_index
 from tools.context import JobContext
 
 
@@ -34,9 +34,10 @@ class Stage:
 STAGES = [
     Stage("task_manager", "Task Manager", "plan_task", _plan_gate),
     Stage("data_engineer", "Data Engineer", "index_task",
-          lambda ctx: check_diagnosis_index(ctx.workspace)),
+          lambda ctx: check_index(ctx.workspace, ctx.plan().get("template", ""))),
     Stage("module_architect", "Module Architect", "dataloader_task",
-          lambda ctx: check_dataloader(ctx.workspace)),
+          lambda ctx: check_dataloader(ctx.workspace,
+                                       one_shape=ctx.plan().get("template") == "diagnosis")),
     Stage("model_trainer", "Model Trainer", "training_task", _training_gate),
 ]
 ROLE_NAMES = {s.role_key: s.role for s in STAGES}

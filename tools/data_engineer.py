@@ -5,9 +5,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.gates import check_diagnosis_index
-from core.indexing import IndexBuildError, write_diagnosis_index
+from core.indexing import IndexBuildError
 from core.scan import ScanError, scan_folder
+from core.tasks import check_index, write_index
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 
@@ -47,20 +47,22 @@ class IndexArgs(BaseModel):
 
 class BuildIndex(M3Tool):
     name: str = "build_index"
-    description: str = ("Write Datapath/train.json, test.json, label_dict.json (paper format) and "
-                        "split.json, split by patient and stratified by class; then run the "
-                        "index gate and return its verdict.")
+    description: str = ("Write the index in the paper's format for the planned task "
+                        "(Datapath/train.json, test.json, label_dict.json when the task has "
+                        "labels) and split.json, split by patient and stratified by class; then "
+                        "run the index gate and return its verdict.")
     args_schema: type[BaseModel] = IndexArgs
 
     def execute(self, test_fraction: float = 0.2, seed: int = 42,
                 keep_existing_split: bool = True) -> dict:
+        template = self.ctx.plan().get("template", "")
         try:
             scan = scan_folder(_planned_dataset(self.ctx))
-            summary = write_diagnosis_index(scan, self.ctx.workspace.datapath, test_fraction,
-                                            seed, keep_existing_split)
+            summary = write_index(scan, self.ctx.workspace.datapath, template, test_fraction,
+                                  seed, keep_existing_split)
         except (ScanError, IndexBuildError) as exc:
             raise ToolError(str(exc)) from exc
-        gate = check_diagnosis_index(self.ctx.workspace)
+        gate = check_index(self.ctx.workspace, template)
         if not gate.ok:
             raise ToolError(gate.message())
         return {"index": summary, "gate": gate.message()}

@@ -2,6 +2,7 @@
 stream to the store), and score the test set with the system's evaluator."""
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from pathlib import Path
@@ -9,23 +10,29 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from core.datacards import write_json_atomic
-from core.evaluation import EvaluationError, evaluate_diagnosis
+from core.evaluation import EvaluationError
 from core.gates import check_report, check_training
 from core.model_card import render_model_card
-from ml_templates.diagnosis.model import NETWORKS
+from core.tasks import DEFAULT_TRAINING, evaluate
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.process import run_module
 
 
+def template_networks(template: str) -> list[str]:
+    return sorted(importlib.import_module(f"ml_templates.{template}.model").NETWORKS)
+
+
 class ConfigArgs(BaseModel):
-    network: str | None = Field(default=None, description=f"one of {sorted(NETWORKS)}; "
-                                "default: the plan's model")
-    epochs: int = Field(default=40, ge=1, le=1000)
-    batch_size: int = Field(default=16, ge=1, le=1024)
-    learning_rate: float = Field(default=1e-3, gt=0, le=1.0)
-    early_stopping_patience: int = Field(default=10, ge=0, le=1000,
-                                         description="epochs without validation gain; 0 = off")
+    network: str | None = Field(default=None, description="a network of the task's template "
+                                "(e.g. densenet_small, unet_small, retinanet_small, "
+                                "report_small); default: the plan's model")
+    epochs: int | None = Field(default=None, ge=1, le=1000,
+                               description="default: the template's (diagnosis 40, ...)")
+    batch_size: int | None = Field(default=None, ge=1, le=1024)
+    learning_rate: float | None = Field(default=None, gt=0, le=1.0)
+    early_stopping_patience: int | None = Field(
+        default=None, ge=0, le=1000, description="epochs without validation gain; 0 = off")
     pretrained_path: str | None = Field(default=None, description="local weights file, optional")
     seed: int = 42
 
@@ -37,28 +44,39 @@ class ConfigureTraining(M3Tool):
                         "from the plan, optional local pretrained weights.")
     args_schema: type[BaseModel] = ConfigArgs
 
-    def execute(self, network: str | None = None, epochs: int = 40, batch_size: int = 16,
-                learning_rate: float = 1e-3, early_stopping_patience: int = 10,
-                pretrained_path: str | None = None, seed: int = 42) -> dict:
+    def execute(self, network: str | None = None, epochs: int | None = None,
+                batch_size: int | None = None, learning_rate: float | None = None,
+                early_stopping_patience: int | None = None, pretrained_path: str | None = None,
+                seed: int = 42) -> dict:
         plan = self.ctx.plan()
+        defaults = DEFAULT_TRAINING[plan["template"]]
+        epochs = epochs or defaults["epochs"]
+        batch_size = batch_size or defaults["batch_size"]
+        learning_rate = learning_rate or defaults["learning_rate"]
+        if early_stopping_patience is None:
+            early_stopping_patience = defaults["early_stopping_patience"]
         ws = self.ctx.workspace
         if not ws.dataloader.exists():
             raise ToolError("Datapath/dataloader.py is missing: the Module Architect writes it first")
         network = network or plan["model"]
-        if network not in NETWORKS:
-            raise ToolError(f"unknown network {network!r}; choose one of {sorted(NETWORKS)}")
+        networks = template_networks(plan["template"])
+        if network not in networks:
+            raise ToolError(f"unknown network {network!r}; choose one of {networks}")
         if pretrained_path and not Path(pretrained_path).is_file():
             raise ToolError(f"pretrained weights {pretrained_path} do not exist")
         check_path = ws.datapath / "dataloader_check.json"
         if not check_path.exists():
             raise ToolError("the dataloader has not been validated: the Module Architect runs "
                             "validate_dataloader first")
-        shape = json.loads(check_path.read_text())["shapes"][0]
+        loader = json.loads((ws.datapath / "dataloader_config.json").read_text())
+        shapes = json.loads(check_path.read_text()).get("shapes") or [[1]]
         config = {
             "job_id": self.ctx.job_id, "store_path": str(self.ctx.settings.store_path),
             "datapath": str(ws.datapath), "dataloader": str(ws.dataloader),
-            "output_dir": str(ws.logout), "task": plan["task"], "network": network,
-            "image_size": shape[1:], "in_channels": shape[0], "epochs": epochs,
+            "output_dir": str(ws.logout), "task": plan["task"], "template": plan["template"],
+            "network": network, "image_size": loader.get("IMAGE_SIZE", shapes[0][1:]),
+            "roi_size": loader.get("ROI_SIZE"), "in_channels": loader.get("IN_CHANNELS", 1),
+            "epochs": epochs,
             "batch_size": batch_size, "learning_rate": learning_rate,
             "early_stopping_patience": early_stopping_patience, "seed": seed,
             "time_budget_s": plan.get("time_budget_s", 600), "device": plan.get("device", "auto"),
@@ -85,7 +103,8 @@ class RunTraining(M3Tool):
             raise ToolError("train_config.json is missing: call configure_training first")
         config = json.loads(ws.train_config.read_text())
         store, job_id = self.ctx.store, self.ctx.job_id
-        run = run_module(f"ml_templates.{config['task']}.train", ["--config", str(ws.train_config)],
+        run = run_module(f"ml_templates.{config['template']}.train",
+                         ["--config", str(ws.train_config)],
                          ws.logout / "train.log", timeout_s=float(config["time_budget_s"]) + 300,
                          should_stop=lambda: bool((store.job(job_id) or {}).get("stop_requested")))
         if run["returncode"] != 0:
@@ -109,18 +128,19 @@ class RunTraining(M3Tool):
 
 class EvaluateModel(M3Tool):
     name: str = "evaluate_model"
-    description: str = ("Score the test-set predictions with the system's evaluator (AUC, "
-                        "accuracy, F1, per-class sensitivity/specificity, confusion matrix, 95% "
-                        "bootstrap CIs); write report.json and the model card; record the model.")
+    description: str = ("Score the test-set predictions with the system's evaluator for the "
+                        "task (diagnosis AUC/accuracy/F1, segmentation Dice/HD95, detection "
+                        "mAP50, reports BLEU/ROUGE-L vs a baseline; 95% bootstrap CIs); write "
+                        "report.json and the model card; record the model.")
     args_schema: type[BaseModel] = NoArgs
 
     def execute(self) -> dict:
         ws = self.ctx.workspace
-        try:
-            report = evaluate_diagnosis(ws.datapath, ws.logout / "predictions.json")
-        except (EvaluationError, OSError) as exc:
-            raise ToolError(str(exc)) from exc
         plan = ws.read_plan()
+        try:
+            report = evaluate(plan["template"], ws.datapath, ws.logout / "predictions.json")
+        except (EvaluationError, OSError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
         summary = json.loads((ws.logout / "train_summary.json").read_text())
         split = json.loads((ws.datapath / "split.json").read_text())
         report.update(job_id=self.ctx.job_id, dataset=plan["dataset"], request=plan["request"],
@@ -142,7 +162,8 @@ class EvaluateModel(M3Tool):
                 "model_card": str(ws.model_card)}
 
     def summarise(self, result: dict) -> str:
-        return ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items())
+        return ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()
+                         if isinstance(v, (int, float)))
 
 
 def model_trainer_tools(ctx) -> list[M3Tool]:

@@ -6,10 +6,10 @@ from pydantic import BaseModel, Field
 from core.catalog import find_entry, load_catalog
 from core.datacards import write_json_atomic
 from core.matching import rank_datacards
+from core.tasks import DEFAULT_NETWORK, PRIMARY_METRIC, template_for
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 
-TASK_METRIC = {"diagnosis": "auc"}
 
 
 class ListDatacards(M3Tool):
@@ -70,7 +70,6 @@ class WritePlan(M3Tool):
 
     def execute(self, dataset: str, reasons: str, task: str = "", model: str = "",
                 time_budget_s: int = 600) -> dict:
-        from ml_templates.diagnosis.model import DEFAULT_CPU, DEFAULT_GPU, NETWORKS
         ws = self.ctx.workspace.ensure()
         if dataset.strip().lower() in ("", "none", "no_dataset", "null"):
             plan = {"status": "no_dataset", "request": self.ctx.request, "dataset": None,
@@ -85,22 +84,20 @@ class WritePlan(M3Tool):
             raise ToolError(f"dataset {dataset!r} is not available: its folder "
                             f"{entry.dataset_path} does not exist")
         task = task or (entry.card.tasks[0] if entry.card.tasks else "")
-        if task not in TASK_METRIC:
-            raise ToolError(f"task {task!r} is not supported yet; supported: "
-                            f"{sorted(TASK_METRIC)}")
         if task not in entry.card.tasks:
             raise ToolError(f"dataset {entry.card.name!r} offers {entry.card.tasks}, not {task!r}")
+        template = template_for(task, entry.card.label_source)
+        if template not in PRIMARY_METRIC:
+            raise ToolError(f"task {task!r} has no training template")
         import torch
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        model = model or (DEFAULT_GPU if device == "cuda" else DEFAULT_CPU)
-        if model not in NETWORKS:
-            raise ToolError(f"unknown model {model!r}; choose one of {sorted(NETWORKS)}")
+        model = model or DEFAULT_NETWORK[template][device == "cuda"]
         plan = {"status": "ready", "request": self.ctx.request, "dataset": entry.card.name,
-                "dataset_path": str(entry.dataset_path), "task": task,
+                "dataset_path": str(entry.dataset_path), "task": task, "template": template,
                 "modality": entry.card.modality, "anatomy": entry.card.anatomy,
                 "dimension": entry.card.dimension, "file_format": entry.card.file_format,
-                "classes": entry.card.classes,
-                "model": model, "metric": TASK_METRIC[task], "device": device,
+                "classes": entry.card.classes, "model": model,
+                "metric": PRIMARY_METRIC[template], "device": device,
                 "split": {"method": "grouped by patient, stratified by class",
                           "test_fraction": 0.2, "seed": 42},
                 "time_budget_s": int(time_budget_s), "reasons": reasons}

@@ -1,0 +1,57 @@
+"""What each task needs from the rest of the system, in one table: which training template
+serves it (chosen from the dataset's layout), its primary metric, how its index is written and
+gated, and which evaluator scores it. The crew's tools dispatch through here."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from core.gates import GateResult, check_diagnosis_index, check_list_index
+from core.indexing import write_diagnosis_index, write_list_index
+from core.workspace import JobWorkspace
+
+TEMPLATES = ("diagnosis", "segmentation", "detection", "report_generation")
+PRIMARY_METRIC = {"diagnosis": "auc", "segmentation": "dice", "detection": "map50",
+                  "report_generation": "rouge_l"}
+TEMPLATE_OF_LAYOUT = {"class_folders": "diagnosis", "label_table": "diagnosis",
+                      "image_mask_folders": "segmentation", "box_table": "detection",
+                      "report_table": "report_generation"}
+DEFAULT_NETWORK = {"diagnosis": ("densenet_small", "densenet121"),
+                   "segmentation": ("unet_small", "segresnet"),
+                   "detection": ("retinanet_small", "retinanet_resnet50"),
+                   "report_generation": ("report_small", "report_base")}
+# training defaults per template (CPU-sized; an LLM or the user may change them)
+DEFAULT_TRAINING = {
+    "diagnosis": {"epochs": 40, "batch_size": 16, "learning_rate": 1e-3,
+                  "early_stopping_patience": 10},
+    "segmentation": {"epochs": 30, "batch_size": 4, "learning_rate": 3e-3,
+                     "early_stopping_patience": 10},
+    "detection": {"epochs": 30, "batch_size": 8, "learning_rate": 1e-3,
+                  "early_stopping_patience": 10},
+    "report_generation": {"epochs": 20, "batch_size": 16, "learning_rate": 1e-3,
+                          "early_stopping_patience": 5},
+}
+DEFAULT_TEMPLATE = {"diagnosis": "diagnosis", "segmentation": "segmentation",
+                    "anomaly_detection": "segmentation", "report_generation": "report_generation"}
+
+
+def template_for(task: str, layout: str) -> str:
+    """Lesion/anomaly datasets train a segmentation model when they have masks and a detector
+    when they have boxes; the layout decides, the task only when the layout is unknown."""
+    return TEMPLATE_OF_LAYOUT.get(layout) or DEFAULT_TEMPLATE.get(task, "")
+
+
+def write_index(scan, datapath: Path, template: str, test_fraction: float, seed: int,
+                keep_existing_split: bool) -> dict:
+    if template == "diagnosis":
+        return write_diagnosis_index(scan, datapath, test_fraction, seed, keep_existing_split)
+    return write_list_index(scan, datapath, template, test_fraction, seed, keep_existing_split)
+
+
+def check_index(ws: JobWorkspace, template: str) -> GateResult:
+    return check_diagnosis_index(ws) if template == "diagnosis" else check_list_index(ws, template)
+
+
+def evaluate(template: str, datapath: Path, predictions: Path) -> dict:
+    module = importlib.import_module(f"core.evaluation.{template}")
+    return getattr(module, f"evaluate_{template}")(datapath, predictions)
