@@ -92,21 +92,26 @@ else:
             st.plotly_chart(fig, width="stretch", config={"displaylogo": False})
     with class_col:
         st.markdown("**Per class**")
-        per_class = pd.DataFrame([{
-            "Class": name, "Sensitivity": number(v.get("sensitivity")),
-            "Specificity": number(v.get("specificity")), "Test images": v.get("support"),
-        } for name, v in (report.get("per_class") or {}).items()])
+        rows = report.get("per_class") or {}
+        per_class = pd.DataFrame([{"Class": name, **{k.replace("_", " ").capitalize(): number(x)
+                                                      if k != "support" else x
+                                                      for k, x in v.items()
+                                                      if isinstance(x, (int, float))}}
+                                  for name, v in rows.items() if isinstance(v, dict)])
         if per_class.empty:
             st.caption("No per-class results in the report.")
         else:
-            st.dataframe(per_class, hide_index=True, width="stretch", column_config={
-                "Sensitivity": st.column_config.NumberColumn(
-                    format="%.3f", help="Share of this class's images recognised as this class"),
-                "Specificity": st.column_config.NumberColumn(
-                    format="%.3f", help="Share of other classes' images not called this class"),
-            })
-            st.caption("Sensitivity and specificity treat each class in turn as 'positive' "
-                       "against all others.")
+            st.dataframe(per_class, hide_index=True, width="stretch")
+            if "Sensitivity" in per_class:
+                st.caption("Sensitivity and specificity treat each class in turn as "
+                           "'positive' against all others.")
+    samples = report.get("samples") or []
+    if samples:
+        st.markdown("**Generated reports next to the reference (test set)**")
+        st.dataframe(pd.DataFrame([{"Image": Path(str(x.get("image_path", ""))).name,
+                                    "Reference": x.get("reference"),
+                                    "Generated": x.get("generated")} for x in samples[:10]]),
+                     hide_index=True, width="stretch")
 
 st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
 

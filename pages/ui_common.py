@@ -15,7 +15,10 @@ import streamlit as st
 from core.settings import Settings, get_settings
 from core.store import Store, open_store
 
-METRIC_LABELS = {"auc": "AUC", "accuracy": "Accuracy", "f1_macro": "F1 (macro)"}
+METRIC_LABELS = {"auc": "AUC", "accuracy": "Accuracy", "f1_macro": "F1 (macro)",
+                 "dice": "Dice (mean)", "hd95": "HD95 (mm)", "map50": "mAP@0.5",
+                 "image_auc": "Image AUC", "rouge_l": "ROUGE-L",
+                 "baseline_rouge_l": "ROUGE-L of the most common report", "bleu4": "BLEU-4"}
 STATUS_TEXT = {
     "queued": "Queued", "running": "Running", "awaiting_approval": "Awaiting approval",
     "succeeded": "Succeeded", "failed": "Failed", "no_dataset": "No dataset",
@@ -92,8 +95,11 @@ def job_label(job: dict) -> str:
 
 def metrics_row(metrics: dict, ci95: dict) -> None:
     """Test-set metrics as st.metric tiles, each with its 95% confidence interval."""
-    cols = st.columns(len(METRIC_LABELS))
-    for col, (key, label) in zip(cols, METRIC_LABELS.items()):
+    shown = [(k, v) for k, v in METRIC_LABELS.items() if isinstance(metrics.get(k), (int, float))]
+    if not shown:
+        return
+    cols = st.columns(len(shown))
+    for col, (key, label) in zip(cols, shown):
         ci = ci95.get(key) or []
         ci_text = f"95% CI {fmt_num(ci[0])} – {fmt_num(ci[1])}" if len(ci) == 2 else "95% CI n/a"
         with col:
