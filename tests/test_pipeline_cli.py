@@ -64,6 +64,11 @@ def test_build_succeeds_with_auc_above_090(built):
     assert "research" in (ws / "model_card.md").read_text().lower()
     split = json.loads((ws / "Datapath/split.json").read_text())
     assert not set(split["train_groups"]) & set(split["test_groups"])
+    manifest = json.loads((ws / "Logout/manifest.json").read_text())
+    n_images = sum(len(json.loads((ws / f"Datapath/{n}.json").read_text()))
+                   for n in ("train", "test"))
+    assert manifest["data_files_hashed"] == n_images and manifest["seed"] == 42
+    assert manifest["packages"]["torch"].startswith("2.13")
 
 
 def test_dataset_folder_is_byte_identical_after_job(built):

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from core.datacards import write_json_atomic
 from core.evaluation import EvaluationError
 from core.gates import check_report, check_training
+from core.manifest import build_manifest
 from core.model_card import render_model_card
 from core.tasks import DEFAULT_TRAINING, evaluate
 from tools.base import M3Tool, NoArgs
@@ -151,6 +152,8 @@ class EvaluateModel(M3Tool):
             raise ToolError(gate.message())
         split.pop("groups", None)
         ws.model_card.write_text(render_model_card(plan, report, summary, split))
+        write_json_atomic(ws.logout / "manifest.json", build_manifest(ws.datapath,
+                                                                      ws.train_config))
         self.ctx.store.add_model({
             "id": self.ctx.job_id, "job_id": self.ctx.job_id,
             "name": f"{plan['dataset']} {plan['task']} ({summary['network']})",
