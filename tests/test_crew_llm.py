@@ -26,7 +26,7 @@ def scripts(dataset: str = DEMO) -> dict:
         "module_architect": [[("write_dataloader", {"image_size": [64, 64]})],
                              [("validate_dataloader", {})], "Every sample loads."],
         "model_trainer": [[("configure_training", {"epochs": 2, "early_stopping_patience": 0,
-                                                   "batch_size": 32})],
+                                                   "batch_size": 32, "num_processes": 2})],
                           [("run_training", {})], [("evaluate_model", {})],
                           "Metrics reported; for research use only."],
     }
@@ -63,6 +63,10 @@ def test_scripted_llm_drives_all_four_roles(settings, store, registered_demo, de
             tools_by_role.setdefault(e["role"], []).append(e["tool"])
     assert tools_by_role["Module Architect"] == ["write_dataloader", "validate_dataloader"]
     assert any(e["kind"] == "llm" and e["tokens"] == 100 for e in events)
+    # the LLM asked for two processes: training ran under torchrun (DDP, gloo on CPU)
+    summary = json.loads((settings.jobs_dir / job_id / "Logout" / "train_summary.json")
+                         .read_text())
+    assert summary["global_step"] == 2 * -(-summary["num_train"] // 64)
     # the LLM's image-size choice reached the real dataloader
     check = json.loads((settings.jobs_dir / job_id / "Datapath" / "dataloader_check.json")
                        .read_text())

@@ -81,3 +81,23 @@ def test_same_seed_same_predictions_and_verified_exports(tmp_path, settings, dem
     for fmt in ("torchscript", "onnx"):
         assert summary["exports"][fmt]["verified"], summary["exports"][fmt]
         assert Path(summary["exports"][fmt]["path"]).exists()
+
+
+@pytest.mark.slow
+def test_two_process_ddp_with_gloo(tmp_path, settings, demo_folder):
+    """The multi-GPU code path (torchrun + DDP), run on CPU with two gloo processes."""
+    ws = prepare(tmp_path, demo_folder, settings.store_path, "ddp", epochs=2)
+    single = json.loads((ws / "train_config.json").read_text())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", "29581", "-m", "ml_templates.diagnosis.train",
+                           "--config", str(ws / "train_config.json")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((ws / "Logout" / "train_summary.json").read_text())
+    per_epoch = -(-summary["num_train"] // (single["batch_size"] * 2))  # batches split over 2
+    assert summary["global_step"] == 2 * per_epoch
+    predictions = json.loads((ws / "Logout" / "predictions.json").read_text())
+    assert len(predictions) == summary["num_test"]
+    losses = [m for m in open_store(settings.store_path).metrics("ddp") if m["name"] == "loss"]
+    assert len({m["step"] for m in losses}) == len(losses)  # rank 0 alone writes metrics

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -18,6 +19,15 @@ from core.tasks import DEFAULT_TRAINING, evaluate
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.process import run_module
+
+
+DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def template_networks(template: str) -> list[str]:
@@ -35,6 +45,9 @@ class ConfigArgs(BaseModel):
     early_stopping_patience: int | None = Field(
         default=None, ge=0, le=1000, description="epochs without validation gain; 0 = off")
     pretrained_path: str | None = Field(default=None, description="local weights file, optional")
+    num_processes: int | None = Field(default=None, ge=1, le=64,
+                                      description="data-parallel processes (default: one per "
+                                      "GPU when there are several, else 1)")
     seed: int = 42
 
 
@@ -48,7 +61,7 @@ class ConfigureTraining(M3Tool):
     def execute(self, network: str | None = None, epochs: int | None = None,
                 batch_size: int | None = None, learning_rate: float | None = None,
                 early_stopping_patience: int | None = None, pretrained_path: str | None = None,
-                seed: int = 42) -> dict:
+                seed: int = 42, num_processes: int | None = None) -> dict:
         plan = self.ctx.plan()
         defaults = DEFAULT_TRAINING[plan["template"]]
         epochs = epochs or defaults["epochs"]
@@ -56,6 +69,12 @@ class ConfigureTraining(M3Tool):
         learning_rate = learning_rate or defaults["learning_rate"]
         if early_stopping_patience is None:
             early_stopping_patience = defaults["early_stopping_patience"]
+        import torch
+        gpus = torch.cuda.device_count()
+        num_processes = num_processes or (gpus if gpus > 1 else 1)
+        if num_processes > 1 and plan["template"] not in DDP_TEMPLATES:
+            raise ToolError(f"multi-process training is verified for {sorted(DDP_TEMPLATES)} "
+                            f"only; use num_processes=1 for {plan['template']}")
         ws = self.ctx.workspace
         if not ws.dataloader.exists():
             raise ToolError("Datapath/dataloader.py is missing: the Module Architect writes it first")
@@ -81,7 +100,8 @@ class ConfigureTraining(M3Tool):
             "batch_size": batch_size, "learning_rate": learning_rate,
             "early_stopping_patience": early_stopping_patience, "seed": seed,
             "time_budget_s": plan.get("time_budget_s", 600), "device": plan.get("device", "auto"),
-            "pretrained_path": pretrained_path, "val_fraction": 0.15}
+            "pretrained_path": pretrained_path, "val_fraction": 0.15,
+            "num_processes": num_processes}
         write_json_atomic(ws.train_config, config)
         return {"config": config, "path": str(ws.train_config)}
 
@@ -104,8 +124,12 @@ class RunTraining(M3Tool):
             raise ToolError("train_config.json is missing: call configure_training first")
         config = json.loads(ws.train_config.read_text())
         store, job_id = self.ctx.store, self.ctx.job_id
-        run = run_module(f"ml_templates.{config['template']}.train",
-                         ["--config", str(ws.train_config)],
+        module, args = f"ml_templates.{config['template']}.train", ["--config", str(ws.train_config)]
+        if int(config.get("num_processes") or 1) > 1:  # DDP: torchrun starts one per process
+            module, args = "torch.distributed.run", [
+                "--nproc_per_node", str(config["num_processes"]), "--master_port",
+                str(free_port()), "-m", module, *args]
+        run = run_module(module, args,
                          ws.logout / "train.log", timeout_s=float(config["time_budget_s"]) + 300,
                          should_stop=lambda: bool((store.job(job_id) or {}).get("stop_requested")))
         if run["returncode"] != 0:

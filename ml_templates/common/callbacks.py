@@ -25,12 +25,13 @@ class StoreCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.time()
-        self.store.add_metrics(self.job_id, 0, 0.0, {"max_steps": state.max_steps})
+        if state.is_world_process_zero:  # one writer when training runs on several processes
+            self.store.add_metrics(self.job_id, 0, 0.0, {"max_steps": state.max_steps})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         values = {k: float(v) for k, v in (logs or {}).items()
                   if isinstance(v, (int, float)) and math.isfinite(float(v))}
-        if values:
+        if values and state.is_world_process_zero:
             self.store.add_metrics(self.job_id, state.global_step, state.epoch, values)
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -2,6 +2,10 @@
 
     python -m ml_templates.diagnosis.train --config <job>/train_config.json
 
+Several GPUs (or, for tests, several CPU processes with gloo): start it with
+``torchrun --nproc_per_node N -m ml_templates.diagnosis.train --config ...``; the Trainer runs
+DDP, rank 0 writes metrics, predictions and the summary.
+
 Reads the job's ``Datapath/dataloader.py``, holds out a validation set from the training index
 (grouped by patient when split.json knows the groups), trains a MONAI network under the
 Transformers ``Trainer`` (metrics streamed to the store, stop flag and time budget honoured,
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import random
 import sys
 import time
@@ -113,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                            multi_label=multi, class_weights=weights,
                            pretrained_path=cfg.get("pretrained_path"))
     use_cpu = cfg.get("device", "auto") == "cpu" or not torch.cuda.is_available()
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # started by torchrun
     for dataset in (train_ds, val_ds, test_ds):
         dataset.transforms.set_random_state(seed=seed)  # augmentation replays with the seed
 
@@ -132,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         warmup_steps=int(cfg.get("warmup_steps", 10)), eval_strategy="epoch", save_strategy="epoch",
         save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="auc",
         greater_is_better=True, logging_steps=int(cfg.get("logging_steps", 5)), report_to="none",
-        use_cpu=use_cpu, dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed,
+        use_cpu=use_cpu, ddp_backend="gloo" if distributed and use_cpu else None,
+        dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed,
         data_seed=seed, remove_unused_columns=False, disable_tqdm=True)
     store_cb = StoreCallback(cfg["store_path"], cfg["job_id"], cfg.get("time_budget_s"))
     callbacks = [store_cb]
@@ -145,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
     model_dir = out / "model"
     trainer.save_model(str(model_dir))
+    if not trainer.is_world_process_zero():
+        return 0  # other ranks of a multi-process run: rank 0 predicts and reports
     model.eval()
     predictor = Probabilities(model).eval()
     predictions = {}
