@@ -34,6 +34,10 @@ job_id = st.selectbox("Job", list(by_id), index=list(by_id).index(default),
                       help="Defaults to the most recent running job, else the latest one.")
 
 
+SCORE_LABELS = {"eval_auc": "AUC", "eval_accuracy": "Accuracy", "eval_f1_macro": "F1 (macro)",
+                "eval_dice": "Dice", "eval_map50": "mAP@0.5", "eval_rouge_l": "ROUGE-L"}
+
+
 def downsample(frame: pd.DataFrame, limit: int = MAX_POINTS) -> pd.DataFrame:
     """Keep at most ~limit points, evenly spaced, always including the last one."""
     if len(frame) <= limit:
@@ -108,9 +112,11 @@ def render(job: dict) -> None:
         show_chart(line_chart(frame, {"loss": "Training loss", "eval_loss": "Validation loss"},
                               "Loss", "Loss"), "No loss logged yet.")
     with middle:
-        show_chart(line_chart(frame, {"eval_auc": "AUC", "eval_accuracy": "Accuracy",
-                                      "eval_f1_macro": "F1 (macro)"},
-                              "Validation metrics", "Score", markers=True),
+        skip = {"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second"}
+        scores = {name: SCORE_LABELS.get(name, name.removeprefix("eval_"))
+                  for name in sorted(set(frame["name"])) if name.startswith("eval_")
+                  and name not in skip}
+        show_chart(line_chart(frame, scores, "Validation metrics", "Score", markers=True),
                    "Validation metrics appear after the first epoch.")
     with right:
         show_chart(line_chart(frame, {"learning_rate": "Learning rate"}, "Learning rate",
