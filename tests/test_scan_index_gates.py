@@ -95,7 +95,7 @@ def test_index_gate_catches_leakage_and_missing_class(tmp_path, demo_folder):
 def test_plan_gate(tmp_path):
     ws = JobWorkspace(tmp_path / "job").ensure()
     assert "plan.json is missing" in check_plan(ws, {}).message()
-    ws.plan.write_text(json.dumps({"status": "ready", "dataset": "X", "task": "segmentation"}))
+    ws.plan.write_text(json.dumps({"status": "ready", "dataset": "X", "task": "registration"}))
     message = check_plan(ws, {"X": False}).message()
     assert "folder does not exist" in message and "not supported yet" in message
     ws.plan.write_text(json.dumps({"status": "no_dataset", "reasons": "nothing fits"}))

@@ -76,7 +76,8 @@ def _pr_curve(matches: list[dict], cls: int, num_gt: int, max_points: int = 200)
     tp = np.cumsum(hits[order])
     recall, precision = tp / num_gt, tp / np.arange(1, len(tp) + 1)
     keep = np.unique(np.linspace(0, len(tp) - 1, min(len(tp), max_points)).astype(int))
-    return {"recall": recall[keep].round(4).tolist(), "precision": precision[keep].round(4).tolist(),
+    return {"recall": recall[keep].round(4).tolist(),
+            "precision": precision[keep].round(4).tolist(),
             "score": scores[order][keep].round(4).tolist()}
 
 
@@ -173,7 +174,8 @@ def evaluate_detection(datapath: str | Path, predictions_path: str | Path,
 
     def resample(idx: np.ndarray) -> dict:
         sub = [matches[i] for i in idx]
-        return {"map50": _ap(coco, sub, present)[0], "image_auc": _image_auc(abnormal[idx], top[idx])}
+        return {"map50": _ap(coco, sub, present)[0],
+                "image_auc": _image_auc(abnormal[idx], top[idx])}
 
     ci = bootstrap_ci(len(gt), resample, n_boot=n_boot) if gt else {}
     per_class, curves = {}, {}

@@ -1,0 +1,189 @@
+"""Segmentation dataloader (organs, lesions; 2D or 3D; one or several image channels).
+
+Reads the index ``[{"image_path": file | [channel files], "label_path": file, "labels": [...]}]``
+(``labels[i]`` is mask value i + 1) and builds MONAI dictionary transforms:
+
+    load (channel files stacked in their fixed order) -> channel first -> RAS (3D)
+    -> resample to PIXDIM (bilinear image, nearest mask) -> intensity -> crop to the foreground
+    training:   pad to ROI_SIZE -> foreground/background-balanced patch -> flips, intensity jitter
+                -> {"pixel_values": (C, *ROI_SIZE) float, "labels": (1, *ROI_SIZE) long}
+    evaluation: the whole preprocessed image (a MetaTensor that remembers every spatial step) so
+                ``SegmentationDataset.invert`` maps a prediction back to the original grid.
+
+The deterministic steps are cached in memory on first use (``CACHE_RATE`` of the cases). The
+Module Architect instantiates this file as ``Datapath/dataloader.py`` by filling the CONFIG block.
+"""
+null = None  # the CONFIG block may be written as JSON (PIXDIM = null: keep the native grid)
+# --- M3B CONFIG START
+DATAPATH = "."
+SPATIAL_DIMS = 3
+PIXDIM = [1.5, 1.5, 3.0]
+ROI_SIZE = [48, 48, 16]
+IN_CHANNELS = 1
+NUM_CLASSES = 2
+INTENSITY = {"kind": "ct", "window": [-160, 240]}
+# --- M3B CONFIG END
+import json
+from pathlib import Path
+
+import torch
+from monai.data import CacheDataset, MetaTensor
+from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, EnsureTyped,
+                              Invertd, LoadImaged, MapTransform, NormalizeIntensityd,
+                              Orientationd, RandCropByLabelClassesd,
+                              RandCropByPosNegLabeld, RandFlipd,
+                              RandScaleIntensityd, RandShiftIntensityd, ScaleIntensityd,
+                              ScaleIntensityRanged, Spacingd, SpatialPadd)
+
+SAMPLES_PER_CASE = globals().get("SAMPLES_PER_CASE", 4)  # training patches per case and epoch
+CACHE_RATE = globals().get("CACHE_RATE", 1.0)
+
+
+class FitImage(MapTransform):
+    """Checks the image and mask share a grid, drops trailing singleton axes of 2D files
+    (H, W, 1) and turns RGB(A) into gray when the network takes one channel."""
+
+    def __call__(self, data):
+        d = dict(data)
+        for key in self.key_iterator(d):
+            while d[key].ndim - 1 > SPATIAL_DIMS and d[key].shape[-1] == 1:
+                d[key] = d[key][..., 0]
+        image = d["image"]
+        if image.shape[0] != IN_CHANNELS and IN_CHANNELS == 1:
+            d["image"] = image[:3].mean(0, keepdim=True)
+        if d["image"].shape[0] != IN_CHANNELS:
+            raise ValueError(f"image has {d['image'].shape[0]} channels, IN_CHANNELS is "
+                             f"{IN_CHANNELS}")
+        if "label" in d and tuple(d["label"].shape[1:]) != tuple(d["image"].shape[1:]):
+            raise ValueError(f"image grid {tuple(d['image'].shape[1:])} and mask grid "
+                             f"{tuple(d['label'].shape[1:])} differ")
+        return d
+
+
+def intensity_transform():
+    """CT: a window in HU mapped to [0, 1]; MRI: z-score per channel over the nonzero body;
+    otherwise min-max to [0, 1]."""
+    kind = INTENSITY.get("kind", "minmax")
+    if kind == "ct":
+        low, high = INTENSITY.get("window", [-160, 240])
+        return ScaleIntensityRanged("image", a_min=low, a_max=high, b_min=0.0, b_max=1.0,
+                                    clip=True)
+    if kind == "mri":
+        return NormalizeIntensityd("image", nonzero=True, channel_wise=True)
+    return ScaleIntensityd("image", minv=0.0, maxv=1.0, channel_wise=True)
+
+
+def nonzero(x):
+    """Foreground for cropping: anything but the background value (0 after every intensity
+    step: below the CT window, outside a skull-stripped MRI, the darkest pixel otherwise)."""
+    return x != 0
+
+
+def preprocessing(keys: list[str]) -> list:
+    """The deterministic, invertible steps shared by training and evaluation."""
+    modes = ["bilinear", "nearest"][:len(keys)]
+    steps = [LoadImaged(keys, image_only=True), EnsureChannelFirstd(keys),
+             FitImage(keys)]
+    if SPATIAL_DIMS == 3:
+        steps.append(Orientationd(keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))))
+    if PIXDIM:
+        steps.append(Spacingd(keys, pixdim=PIXDIM, mode=modes))
+    steps += [intensity_transform(),
+              CropForegroundd(keys, source_key="image", select_fn=nonzero, margin=2,
+                              allow_smaller=True)]
+    return steps
+
+
+def patch_sampler(keys: list[str]):
+    """Patches centred on foreground twice as often as on background; with several classes,
+    every class equally often (small structures are not drowned by large ones)."""
+    if NUM_CLASSES > 2:
+        return RandCropByLabelClassesd(keys, label_key="label", spatial_size=ROI_SIZE,
+                                       num_classes=NUM_CLASSES, num_samples=1,
+                                       ratios=[1.0] + [2.0 / (NUM_CLASSES - 1)] * (NUM_CLASSES - 1),
+                                       warn=False)
+    return RandCropByPosNegLabeld(keys, label_key="label", spatial_size=ROI_SIZE, pos=2, neg=1,
+                                  num_samples=1)
+
+
+def training_steps() -> list:
+    keys = ["image", "label"]
+    flips = [RandFlipd(keys, prob=0.2, spatial_axis=axis) for axis in range(SPATIAL_DIMS)]
+    # CT numbers are absolute (a 0.1 shift is 40 HU in a 400 HU window): jitter them less
+    jitter = 0.02 if INTENSITY.get("kind") == "ct" else 0.1
+    return [SpatialPadd(keys, spatial_size=ROI_SIZE), patch_sampler(keys), *flips,
+            RandScaleIntensityd("image", factors=jitter, prob=0.5),
+            RandShiftIntensityd("image", offsets=jitter, prob=0.5),
+            EnsureTyped(keys, dtype=torch.float32, track_meta=False)]
+
+
+def _resolve(path, datapath: Path):
+    if isinstance(path, (list, tuple)):
+        return [_resolve(p, datapath) for p in path]
+    return str(path if Path(path).is_absolute() else datapath / path)
+
+
+class SegmentationDataset(torch.utils.data.Dataset):
+    """``split`` is "train" or "test"; ``augment`` (default: split == "train") gives random
+    patches, otherwise whole preprocessed images with their paths. ``items`` overrides the
+    index entries (e.g. a validation subset)."""
+
+    def __init__(self, split: str = "train", augment: bool | None = None,
+                 datapath: str = DATAPATH, items: list | None = None):
+        self.datapath = Path(datapath)
+        if items is None:
+            items = json.loads((self.datapath / f"{split}.json").read_text())
+        self.items = list(items)
+        self.augment = split == "train" if augment is None else augment
+        has_label = all(it.get("label_path") for it in self.items)
+        if self.augment and not has_label:
+            raise ValueError("training patches need a label_path for every case")
+        self.keys = ["image", "label"] if has_label else ["image"]
+        self.pre = Compose(preprocessing(self.keys))
+        self.transforms = Compose([*self.pre.transforms,
+                                   *(training_steps() if self.augment else [])])
+        records = [{"image": _resolve(it["image_path"], self.datapath),
+                    **({"label": _resolve(it["label_path"], self.datapath)} if has_label else {})}
+                   for it in self.items]
+        self.data = CacheDataset(records, self.transforms, cache_rate=CACHE_RATE,
+                                 runtime_cache=True, progress=False)
+
+    def __len__(self) -> int:
+        return len(self.items) * (SAMPLES_PER_CASE if self.augment else 1)
+
+    def __getitem__(self, i: int) -> dict:
+        item = self.items[i % len(self.items)]
+        d = self.data[i % len(self.items)]
+        if self.augment:
+            d = d[0] if isinstance(d, list) else d
+            return {"pixel_values": d["image"], "labels": d["label"].long()}
+        out = {"pixel_values": d["image"], "image_path": item["image_path"],
+               "label_path": item.get("label_path")}
+        if "label" in d:
+            out["labels"] = d["label"]
+        return out
+
+    def invert(self, prediction: torch.Tensor, pixel_values: MetaTensor) -> MetaTensor:
+        """Undo crop, resampling and reorientation of ``prediction`` (K, *spatial), e.g. class
+        probabilities on the preprocessed grid of ``pixel_values``: returns it on the grid of
+        the original image file (bilinear; argmax afterwards)."""
+        pred = MetaTensor(prediction.detach().cpu().float(), meta=dict(pixel_values.meta),
+                          applied_operations=list(pixel_values.applied_operations))
+        inverter = Invertd("pred", transform=self.pre, orig_keys="image", nearest_interp=False)
+        return inverter({"pred": pred, "image": pixel_values})["pred"]
+
+
+def get_dataset(split: str, augment: bool | None = None) -> SegmentationDataset:
+    return SegmentationDataset(split, augment)
+
+
+def label_names(datapath: str = DATAPATH) -> list[str]:
+    """Label names from the first training case (mask value i + 1 is labels[i])."""
+    index = json.loads((Path(datapath) / "train.json").read_text())
+    return list(index[0].get("labels", [])) if index else []
+
+
+def describe() -> dict:
+    return {"spatial_dims": SPATIAL_DIMS, "pixdim": PIXDIM, "roi_size": list(ROI_SIZE),
+            "in_channels": IN_CHANNELS, "num_classes": NUM_CLASSES, "intensity": INTENSITY,
+            "samples_per_case": SAMPLES_PER_CASE, "cache_rate": CACHE_RATE}
