@@ -50,6 +50,7 @@ class Datacard(BaseModel):
     license: str = ""
     provenance: str = ""
     source: Literal["builtin", "registered", "demo"] = "registered"
+    engine: Literal["", "monai", "nnunet"] = ""   # force a segmentation engine; "" = plan picks
 
     @field_validator("name")
     @classmethod

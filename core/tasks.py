@@ -35,6 +35,38 @@ DEFAULT_TEMPLATE = {"diagnosis": "diagnosis", "segmentation": "segmentation",
                     "anomaly_detection": "segmentation", "report_generation": "report_generation"}
 
 
+ENGINES = {"segmentation": ("monai", "nnunet")}
+# nnU-Net shines with a GPU and hours; on CPU or a short budget the small MONAI UNet wins.
+NNUNET_MIN_BUDGET_S = 3600
+
+
+def choose_engine(template: str, request: str, card_engine: str, device: str,
+                  time_budget_s: int) -> tuple[str, str]:
+    """Pick the training engine of a template and say why. A request that names an engine
+    wins, then the datacard's ``engine``; otherwise nnU-Net on a GPU with at least an hour,
+    MONAI otherwise."""
+    engines = ENGINES.get(template)
+    if not engines:
+        return "", ""
+    text = request.lower().replace("-", "").replace(" ", "")
+    if "nnunet" in text:
+        return "nnunet", "the request asks for nnU-Net"
+    if "monai" in text:
+        return "monai", "the request asks for MONAI"
+    if card_engine in engines:
+        return card_engine, f"the datacard asks for {card_engine}"
+    if device == "cuda" and time_budget_s >= NNUNET_MIN_BUDGET_S:
+        return "nnunet", "a GPU and a budget of at least an hour: nnU-Net's self-configured plan"
+    return "monai", (f"{device.upper()} with a {time_budget_s // 60}-minute budget: the small "
+                     "MONAI network trains in minutes (nnU-Net needs a GPU and hours to shine)")
+
+
+def default_network(template: str, engine: str, device: str, dimension: str) -> str:
+    if engine == "nnunet":
+        return "nnunet_2d" if dimension == "2D" else "nnunet_3d_fullres"
+    return DEFAULT_NETWORK[template][device == "cuda"]
+
+
 def template_for(task: str, layout: str) -> str:
     """Lesion/anomaly datasets train a segmentation model when they have masks and a detector
     when they have boxes; the layout decides, the task only when the layout is unknown."""

@@ -30,8 +30,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def template_networks(template: str) -> list[str]:
+NNUNET_NETWORKS = {"nnunet_2d": "2d", "nnunet_3d_fullres": "3d_fullres"}
+
+
+def template_networks(template: str, engine: str = "") -> list[str]:
+    if engine == "nnunet":
+        return sorted(NNUNET_NETWORKS)
     return sorted(importlib.import_module(f"ml_templates.{template}.model").NETWORKS)
+
+
+def training_module(config: dict) -> str:
+    """The program that trains this config: the template's MONAI/Transformers trainer, or the
+    nnU-Net v2 engine for segmentation plans that chose it."""
+    if config.get("engine") == "nnunet":
+        return "ml_templates.segmentation.nnunet_train"
+    return f"ml_templates.{config['template']}.train"
 
 
 class ConfigArgs(BaseModel):
@@ -45,6 +58,10 @@ class ConfigArgs(BaseModel):
     early_stopping_patience: int | None = Field(
         default=None, ge=0, le=1000, description="epochs without validation gain; 0 = off")
     pretrained_path: str | None = Field(default=None, description="local weights file, optional")
+    iterations_per_epoch: int | None = Field(
+        default=None, ge=1, le=100000,
+        description="nnU-Net engine only: training iterations per epoch (default 250 on a GPU, "
+                    "10 on CPU)")
     num_processes: int | None = Field(default=None, ge=1, le=64,
                                       description="data-parallel processes (default: one per "
                                       "GPU when there are several, else 1)")
@@ -61,9 +78,18 @@ class ConfigureTraining(M3Tool):
     def execute(self, network: str | None = None, epochs: int | None = None,
                 batch_size: int | None = None, learning_rate: float | None = None,
                 early_stopping_patience: int | None = None, pretrained_path: str | None = None,
-                seed: int = 42, num_processes: int | None = None) -> dict:
+                seed: int = 42, num_processes: int | None = None,
+                iterations_per_epoch: int | None = None) -> dict:
         plan = self.ctx.plan()
+        network = network or plan["model"]
+        engine = plan.get("engine", "")
+        if network in NNUNET_NETWORKS:
+            engine = "nnunet"
+        elif engine == "nnunet" and network in template_networks(plan["template"]):
+            engine = "monai"  # a MONAI network asked for by name overrides the plan's engine
         defaults = DEFAULT_TRAINING[plan["template"]]
+        if engine == "nnunet":  # nnU-Net's own schedule on a GPU; the budget stops it on CPU
+            defaults = {**defaults, "epochs": 1000 if plan.get("device") == "cuda" else 20}
         epochs = epochs or defaults["epochs"]
         batch_size = batch_size or defaults["batch_size"]
         learning_rate = learning_rate or defaults["learning_rate"]
@@ -71,17 +97,19 @@ class ConfigureTraining(M3Tool):
             early_stopping_patience = defaults["early_stopping_patience"]
         import torch
         gpus = torch.cuda.device_count()
-        num_processes = num_processes or (gpus if gpus > 1 else 1)
-        if num_processes > 1 and plan["template"] not in DDP_TEMPLATES:
+        ddp_ok = plan["template"] in DDP_TEMPLATES and engine != "nnunet"
+        num_processes = num_processes or (gpus if gpus > 1 and ddp_ok else 1)
+        if num_processes > 1 and not ddp_ok:
             raise ToolError(f"multi-process training is verified for {sorted(DDP_TEMPLATES)} "
-                            f"only; use num_processes=1 for {plan['template']}")
+                            f"(MONAI engine) only; use num_processes=1 for "
+                            f"{engine or plan['template']}")
         ws = self.ctx.workspace
         if not ws.dataloader.exists():
             raise ToolError("Datapath/dataloader.py is missing: the Module Architect writes it first")
-        network = network or plan["model"]
-        networks = template_networks(plan["template"])
-        if network not in networks:
-            raise ToolError(f"unknown network {network!r}; choose one of {networks}")
+        if network not in template_networks(plan["template"], engine):
+            choices = template_networks(plan["template"]) + (
+                sorted(NNUNET_NETWORKS) if plan["template"] == "segmentation" else [])
+            raise ToolError(f"unknown network {network!r}; choose one of {choices}")
         if pretrained_path and not Path(pretrained_path).is_file():
             raise ToolError(f"pretrained weights {pretrained_path} do not exist")
         check_path = ws.datapath / "dataloader_check.json"
@@ -102,12 +130,18 @@ class ConfigureTraining(M3Tool):
             "time_budget_s": plan.get("time_budget_s", 600), "device": plan.get("device", "auto"),
             "pretrained_path": pretrained_path, "val_fraction": 0.15,
             "num_processes": num_processes}
+        if engine:
+            config["engine"] = engine
+        if engine == "nnunet":  # nnU-Net plans patch, batch, lr and spacing itself
+            config.update(configuration=NNUNET_NETWORKS[network],
+                          iterations_per_epoch=iterations_per_epoch, workers=2)
         write_json_atomic(ws.train_config, config)
         return {"config": config, "path": str(ws.train_config)}
 
     def summarise(self, result: dict) -> str:
         c = result["config"]
-        return (f"{c['network']}, {c['epochs']} epochs, bs {c['batch_size']}, lr "
+        engine = f"{c['engine']} " if c.get("engine") else ""
+        return (f"{engine}{c['network']}, {c['epochs']} epochs, bs {c['batch_size']}, lr "
                 f"{c['learning_rate']}, budget {c['time_budget_s']} s")
 
 
@@ -124,7 +158,7 @@ class RunTraining(M3Tool):
             raise ToolError("train_config.json is missing: call configure_training first")
         config = json.loads(ws.train_config.read_text())
         store, job_id = self.ctx.store, self.ctx.job_id
-        module, args = f"ml_templates.{config['template']}.train", ["--config", str(ws.train_config)]
+        module, args = training_module(config), ["--config", str(ws.train_config)]
         if int(config.get("num_processes") or 1) > 1:  # DDP: torchrun starts one per process
             module, args = "torch.distributed.run", [
                 "--nproc_per_node", str(config["num_processes"]), "--master_port",

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 from core.catalog import find_entry, load_catalog
 from core.datacards import write_json_atomic
 from core.matching import rank_datacards
-from core.tasks import DEFAULT_NETWORK, PRIMARY_METRIC, template_for
+from core.tasks import PRIMARY_METRIC, choose_engine, default_network, template_for
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 
@@ -91,13 +91,18 @@ class WritePlan(M3Tool):
             raise ToolError(f"task {task!r} has no training template")
         import torch
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        model = model or DEFAULT_NETWORK[template][device == "cuda"]
+        engine, engine_reason = choose_engine(template, self.ctx.request, entry.card.engine,
+                                              device, int(time_budget_s))
+        if model.startswith("nnunet"):
+            engine, engine_reason = "nnunet", "the model asked for is nnU-Net"
+        model = model or default_network(template, engine, device, entry.card.dimension)
         plan = {"status": "ready", "request": self.ctx.request, "dataset": entry.card.name,
                 "dataset_path": str(entry.dataset_path), "task": task, "template": template,
                 "modality": entry.card.modality, "anatomy": entry.card.anatomy,
                 "dimension": entry.card.dimension, "file_format": entry.card.file_format,
                 "classes": entry.card.classes, "model": model,
                 "metric": PRIMARY_METRIC[template], "device": device,
+                **({"engine": engine, "engine_reason": engine_reason} if engine else {}),
                 "split": {"method": "grouped by patient, stratified by class",
                           "test_fraction": 0.2, "seed": 42},
                 "time_budget_s": int(time_budget_s), "reasons": reasons}

@@ -1,7 +1,7 @@
 """Instantiate a template: copy it and fill the block between the CONFIG markers."""
 from __future__ import annotations
 
-import json
+import ast
 import re
 from pathlib import Path
 
@@ -12,8 +12,19 @@ def fill_config_block(source: str, values: dict) -> str:
     pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(source):
         raise ValueError("template has no CONFIG block to fill")
-    lines = [START] + [f"{key} = {json.dumps(value)}" for key, value in values.items()] + [END]
-    block = "\n".join(lines).replace("true", "True").replace("false", "False")
+    lines = [START]
+    for key, value in values.items():
+        if not key.isidentifier():
+            raise ValueError(f"CONFIG key {key!r} is not a Python name")
+        literal = repr(value)
+        try:  # only plain data goes into a generated file
+            plain = ast.literal_eval(literal) == value
+        except (ValueError, SyntaxError):
+            plain = False
+        if not plain:
+            raise ValueError(f"CONFIG value for {key} is not a plain Python literal: {literal}")
+        lines.append(f"{key} = {literal}")
+    block = "\n".join(lines + [END])
     return pattern.sub(lambda _: block, source, count=1)
 
 

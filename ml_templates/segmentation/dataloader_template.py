@@ -13,7 +13,6 @@ Reads the index ``[{"image_path": file | [channel files], "label_path": file, "l
 The deterministic steps are cached in memory on first use (``CACHE_RATE`` of the cases). The
 Module Architect instantiates this file as ``Datapath/dataloader.py`` by filling the CONFIG block.
 """
-null = None  # the CONFIG block may be written as JSON (PIXDIM = null: keep the native grid)
 # --- M3B CONFIG START
 DATAPATH = "."
 SPATIAL_DIMS = 3

@@ -12,7 +12,7 @@ predicts the test images and writes ``predictions/``, ``predictions.json``, ``mo
 Config keys: job_id, store_path, datapath, output_dir, epochs (default 20),
 iterations_per_epoch (default 250 on CUDA, 10 on CPU), val_iterations_per_epoch (default
 max(1, iterations_per_epoch // 5)), time_budget_s, seed, device (auto | cpu | cuda),
-num_processes (default 2), configuration (override: 2d | 3d_fullres), use_mirroring (default
+workers (preprocessing and augmentation processes, default 2), configuration (override: 2d | 3d_fullres), use_mirroring (default
 true), threads.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     out = Path(cfg["output_dir"]).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    n_proc = int(cfg.get("num_processes", 2))
-    paths = eng.setup_env(out, n_proc=n_proc, n_proc_da=int(cfg.get("num_processes_da", n_proc)))
+    n_proc = int(cfg.get("workers") or 2)
+    paths = eng.setup_env(out, n_proc=n_proc, n_proc_da=int(cfg.get("workers_da") or n_proc))
 
     import torch  # after setup_env: nnunetv2 reads some variables at import
     from core.store import open_store
