@@ -96,6 +96,8 @@ def plan_table(plan: dict) -> None:
         ("Classes", ", ".join(plan.get("classes") or []) or "—"),
         ("Task", plan.get("task") or "—"),
         ("Model", plan.get("model") or "—"),
+        *([("Engine", f"{plan['engine']} ({plan.get('engine_reason', '')})")]
+          if plan.get("engine") else []),
         ("Main metric", (plan.get("metric") or "—").upper()),
         ("Split", split_text),
         ("Time budget", fmt_duration(plan.get("time_budget_s"))),

@@ -19,6 +19,9 @@ CASES = [
      "diagnosis", lambda m: m["auc"] >= 0.85),
     ("Demo abdominal CT organs (synthetic)", "segment the liver and spleen on abdominal CT",
      "segmentation", lambda m: m["dice"] >= 0.70),
+    ("Demo abdominal CT organs (synthetic)",
+     "segment the liver and spleen on abdominal CT with nnU-Net",
+     "segmentation", lambda m: m["dice"] >= 0.50),
     ("Demo chest X-ray nodules (synthetic)",
      "detect lung nodules on chest X-rays with bounding boxes",
      "detection", lambda m: m["map50"] >= 0.5),
@@ -28,8 +31,8 @@ CASES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,request_text,template,passes", CASES, ids=[c[2] + "-" + c[0].split()[2]
-                                                                           for c in CASES])
+@pytest.mark.parametrize("name,request_text,template,passes", CASES, ids=[
+    c[2] + "-" + c[0].split()[2] + ("-nnunet" if "nnU-Net" in c[1] else "") for c in CASES])
 def test_task_end_to_end(settings, store, name, request_text, template, passes):
     demo = next(d for d in DEMOS if d[0] == name)
     registered = _ensure(settings, *demo)
@@ -42,6 +45,8 @@ def test_task_end_to_end(settings, store, name, request_text, template, passes):
     assert result["dataset"] == name
     plan = (settings.jobs_dir / job_id / "plan.json").read_text()
     assert f'"template": "{template}"' in plan
+    engine = "nnunet" if "nnU-Net" in request_text else "monai"
+    assert (f'"engine": "{engine}"' in plan) == (template == "segmentation")
     assert passes(result["metrics"]), result["metrics"]
     assert tree_digest(folder) == before
     card = (settings.jobs_dir / job_id / "model_card.md").read_text()
