@@ -114,7 +114,7 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     result = {"status": "invalid", "name": name, "datacard_path": None, "task": None,
               "errors": [], "warnings": []}
     try:
-        scan = scan_folder(path)
+        scan = scan_folder(path, description)
         card = draft_datacard(scan, name, description, source)
     except (ScanError, DatacardError) as exc:
         result["errors"].append(str(exc))

@@ -233,8 +233,26 @@ def _scan_other_layouts(root: Path) -> ScanResult | None:
     return None
 
 
-def scan_folder(root: str | os.PathLike) -> ScanResult:
-    """Recognise the layout of ``root`` and list its samples. Raises ScanError with advice."""
+def _recognise_tables_and_pairs(root: Path, top_dirs: list[Path], top_files: list[Path],
+                                description: str) -> ScanResult | None:
+    if any(f.suffix.lower() in TABLE_SUFFIXES + (".json",) for f in top_files) or \
+            any(d.name.lower() in IMAGE_DIRS for d in top_dirs):
+        return _scan_other_layouts(root)
+    return None
+
+
+# Layout recognisers, tried in order before the class-folder fallback. Each takes
+# (root, top_dirs, top_files, description) and returns a ScanResult, or None when the folder is
+# not its layout. ``description`` is the datacard's text: a recogniser uses the columns, classes,
+# code mappings or file names it names.
+RECOGNISERS: list = [
+    _recognise_tables_and_pairs,
+]
+
+
+def scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
+    """Recognise the layout of ``root`` (helped by the datacard's ``description``) and list its
+    samples. Read-only. Raises ScanError with advice."""
     root_path = Path(root).expanduser()
     if not root_path.exists():
         raise ScanError(f"dataset folder {root_path} does not exist. Check the path.")
@@ -243,9 +261,8 @@ def scan_folder(root: str | os.PathLike) -> ScanResult:
                         "the dataset.")
     root_path = root_path.resolve()
     top_dirs, top_files = _entries(root_path)
-    if any(f.suffix.lower() in TABLE_SUFFIXES + (".json",) for f in top_files) or \
-            any(d.name.lower() in IMAGE_DIRS for d in top_dirs):
-        found = _scan_other_layouts(root_path)
+    for recognise in RECOGNISERS:
+        found = recognise(root_path, top_dirs, top_files, description)
         if found is not None:
             return found
     split_dirs = [d for d in top_dirs if d.name.lower() in SPLIT_NAMES]

@@ -5,8 +5,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from core.catalog import find_entry
 from core.indexing import IndexBuildError
-from core.scan import ScanError, scan_folder
+from core.scan import ScanError, ScanResult, scan_folder
 from core.tasks import check_index, write_index
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
@@ -19,6 +20,13 @@ def _planned_dataset(ctx) -> Path:
     return Path(plan["dataset_path"])
 
 
+def _planned_scan(ctx) -> ScanResult:
+    """Scan the planned dataset, helped by its datacard's description (columns, codes, caps)."""
+    folder = _planned_dataset(ctx)
+    entry = find_entry(ctx.settings, ctx.plan()["dataset"])
+    return scan_folder(folder, entry.card.description if entry else "")
+
+
 class InspectDataset(M3Tool):
     name: str = "inspect_dataset"
     description: str = ("Scan the planned dataset folder (read-only): layout, classes and counts, "
@@ -27,7 +35,7 @@ class InspectDataset(M3Tool):
 
     def execute(self) -> dict:
         try:
-            return {"scan": scan_folder(_planned_dataset(self.ctx)).summary()}
+            return {"scan": _planned_scan(self.ctx).summary()}
         except ScanError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -57,7 +65,7 @@ class BuildIndex(M3Tool):
                 keep_existing_split: bool = True) -> dict:
         template = self.ctx.plan().get("template", "")
         try:
-            scan = scan_folder(_planned_dataset(self.ctx))
+            scan = _planned_scan(self.ctx)
             summary = write_index(scan, self.ctx.workspace.datapath, template, test_fraction,
                                   seed, keep_existing_split)
         except (ScanError, IndexBuildError) as exc:
