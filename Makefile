@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: setup demo run test test-fast clean-venv
+.PHONY: setup demo run test test-fast m3bench bench clean-venv
 
 setup: $(VENV)/.installed
 
@@ -25,6 +25,14 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+# M3Bench-lite through the crew (autopilot; RUNS=5 for the paper's protocol, ONLY=ADNI,BTCV)
+m3bench: setup
+	$(PY) -m crew bench --suite m3bench-lite --runs $(or $(RUNS),1) $(if $(ONLY),--only $(ONLY))
+
+# scale bench: scan + index 100,000 synthetic images per layout (FILES=... to change)
+bench: setup
+	$(PY) -m bench.scan_scale --files $(or $(FILES),100000)
 
 clean-venv:
 	rm -rf $(VENV)

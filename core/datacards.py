@@ -51,6 +51,7 @@ class Datacard(BaseModel):
     provenance: str = ""
     source: Literal["builtin", "registered", "demo"] = "registered"
     engine: Literal["", "monai", "nnunet"] = ""   # force a segmentation engine; "" = plan picks
+    allow_pickle: bool = False    # volumes are Python pickles (.pck/.pkl): reading them runs code
 
     @field_validator("name")
     @classmethod

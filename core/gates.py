@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.scan import group_of
 from core.workspace import JobWorkspace
 
 SUPPORTED_TASKS = {"diagnosis", "segmentation", "anomaly_detection", "report_generation"}
@@ -63,6 +64,82 @@ def check_plan(ws: JobWorkspace, known_datasets: dict[str, bool]) -> GateResult:
     return GateResult("plan", not errors, errors, {"status": status})
 
 
+def _index_key(image) -> str:
+    """How split.json names an image: its path, or the JSON text of a list of channel files."""
+    return image if isinstance(image, str) else json.dumps(image)
+
+
+def _ref_files(ref: str) -> list[str]:
+    """The files an image reference needs: a path; each file of a channel list (or its JSON
+    text); the array file of an element reference ``file.npz::key[i]``."""
+    files = [ref]
+    if ref.startswith("["):
+        try:
+            parsed = json.loads(ref)
+            files = [str(f) for f in parsed] if isinstance(parsed, list) else files
+        except json.JSONDecodeError:
+            pass
+    return [f.split("::", 1)[0] for f in files]
+
+
+def _exists(ref) -> bool:
+    refs = ref if isinstance(ref, list) else [ref]
+    return all(Path(f).exists() for r in refs for f in _ref_files(str(r)))
+
+
+def _first_file(key: str) -> str:
+    """An index key names a file, or (JSON text of) a list of channel files: the first one."""
+    if key.startswith("["):
+        try:
+            files = json.loads(key)
+        except json.JSONDecodeError:
+            return key
+        if isinstance(files, list) and files:
+            return str(files[0])
+    return key
+
+
+def _group_leak(train_keys: list[str], test_keys: list[str], split: dict) -> str | None:
+    """A patient/group with images on both sides, named with one file from each side. An
+    image's group is the one split.json records for it, else its file name's patient prefix
+    (``patient0012_...``); images with neither are not compared."""
+    recorded = split.get("groups") if isinstance(split.get("groups"), dict) else {}
+
+    def group(key: str) -> str | None:
+        if key in recorded:
+            return str(recorded[key])
+        first = _first_file(key)
+        if first in recorded:
+            return str(recorded[first])
+        found, matched = group_of(Path(first))
+        return found if matched else None
+
+    train_files: dict[str, str] = {}
+    for key in train_keys:
+        g = group(key)
+        if g is not None:
+            train_files.setdefault(g, key)
+    leaks = {}
+    for key in test_keys:
+        g = group(key)
+        if g is not None and g in train_files:
+            leaks.setdefault(g, key)
+    if not leaks:
+        return None
+    g = sorted(leaks)[0]
+    return (f"{len(leaks)} patients/groups are in both train and test (e.g. {g}: "
+            f"{_first_file(train_files[g])} in train.json and {_first_file(leaks[g])} in "
+            "test.json): split by patient, keeping all of a patient's images on one side")
+
+
+def _declared_overlap(split: dict) -> str | None:
+    overlap = set(split.get("train_groups", [])) & set(split.get("test_groups", []))
+    if not overlap:
+        return None
+    return (f"{len(overlap)} patients/groups are in both train and test "
+            f"(e.g. {sorted(overlap)[0]}): split by patient")
+
+
 def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
     """Index files parse and follow the schema; no image or patient on both sides; every class
     in training; every listed image exists."""
@@ -85,7 +162,7 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
         if bad:
             errors.append(f"{name}.json: {len(bad)} entries have labels missing from "
                           f"label_dict.json, e.g. {bad[0]}")
-        missing = [p for p in index if not Path(p).exists()]
+        missing = [p for p in index if not _exists(p)]
         if missing:
             errors.append(f"{name}.json: {len(missing)} images do not exist, e.g. {missing[0]}")
     if errors:
@@ -93,10 +170,9 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
     overlap = set(train) & set(test)
     if overlap:
         errors.append(f"{len(overlap)} images are in both train and test, e.g. {next(iter(overlap))}")
-    group_overlap = set(split.get("train_groups", [])) & set(split.get("test_groups", []))
-    if group_overlap:
-        errors.append(f"{len(group_overlap)} patients/groups are in both train and test "
-                      f"(e.g. {sorted(group_overlap)[0]}): split by patient")
+    split = split if isinstance(split, dict) else {}
+    errors.extend(e for e in (_declared_overlap(split), _group_leak(list(train), list(test), split))
+                  if e)
     train_labels = {lbl for v in train.values() for lbl in v}
     absent = sorted(set(labels) - train_labels)
     if absent:
@@ -149,19 +225,19 @@ def check_list_index(ws: JobWorkspace, template: str) -> GateResult:
         if bad:
             errors.append(f"{name}.json: {len(bad)} bad entries, e.g. #{bad[0][0]}: {bad[0][1]}")
             continue
-        missing = [p for entry in index for p in _paths_of(entry) if not Path(p).exists()]
+        missing = [p for entry in index for p in _paths_of(entry) if not _exists(p)]
         if missing:
             errors.append(f"{name}.json: {len(missing)} files do not exist, e.g. {missing[0]}")
     if errors:
         return GateResult("index", False, errors)
-    key = lambda e: json.dumps(e["image_path"])  # noqa: E731
+    key = lambda entry: _index_key(entry["image_path"])  # noqa: E731
     overlap = {key(e) for e in train} & {key(e) for e in test}
     if overlap:
         errors.append(f"{len(overlap)} images are in both train and test")
-    group_overlap = set(split.get("train_groups", [])) & set(split.get("test_groups", []))
-    if group_overlap:
-        errors.append(f"{len(group_overlap)} patients/groups are in both train and test "
-                      f"(e.g. {sorted(group_overlap)[0]}): split by patient")
+    split = split if isinstance(split, dict) else {}
+    errors.extend(e for e in (_declared_overlap(split),
+                              _group_leak([key(e) for e in train], [key(e) for e in test], split))
+                  if e)
     return GateResult("index", not errors, errors, {"num_train": len(train),
                                                      "num_test": len(test)})
 

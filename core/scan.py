@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.scan_layouts import IMAGE_DIRS, scan_box_table, scan_image_masks, scan_reports
-from core.scan_tables import TABLE_SUFFIXES, label_counts, read_label_table
+from core.scan_layouts import (IMAGE_DIRS, classification_only, recognise_list_layouts,
+                               scan_boxes, scan_masks, scan_reports)
+from core.scan_tables import TABLE_SUFFIXES, recognise_label_table, scan_label_table
+from core.layout_arrays import recognise_array_files  # it imports core.scan lazily
+from core.layout_filenames import recognise_filename_labels  # it imports core.scan lazily
+from core.layout_dicom import recognise_dicom_series  # it imports core.scan lazily
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm", ".dicom",
                   ".nii", ".nii.gz", ".nrrd", ".mha", ".mhd", ".npy", ".npz", ".pt")
@@ -89,9 +94,11 @@ def is_image(name: str) -> bool:
     return not name.startswith(".") and image_suffix(name) in IMAGE_SUFFIXES
 
 
-def group_of(path: Path) -> tuple[str, bool]:
+def group_of(path: Path | str) -> tuple[str, bool]:
     """Patient key from a file or folder name (``patient0012_2.png`` -> ``patient0012``)."""
-    stem = path.name[: -len(image_suffix(path.name))] if image_suffix(path.name) else path.name
+    name = os.path.basename(path) if isinstance(path, str) else path.name
+    suffix = image_suffix(name)
+    stem = name[: -len(suffix)] if suffix else name
     match = GROUP_RE.match(stem)
     if match:
         return re.sub(r"[-_ ]", "", match.group("key")).lower(), True
@@ -115,15 +122,33 @@ def _entries(folder: Path) -> tuple[list[Path], list[Path]]:
     return sorted(dirs), sorted(files)
 
 
+def _entry_names(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Like _entries, but files as sorted (name, path) strings: no Path per file, which is
+    most of a 100,000-file class folder's scan time."""
+    dirs, files = [], []
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(entry.name)
+                elif entry.is_file():
+                    files.append((entry.name, entry.path))
+    except PermissionError as exc:
+        raise ScanError(f"cannot read folder {folder}: permission denied. "
+                        "Give the app read access to it.") from exc
+    return [folder / d for d in sorted(dirs)], sorted(files)
+
+
 def _class_folder_samples(class_dir: Path, label: str, split: str,
                           skipped: list[str]) -> tuple[list[Sample], str]:
-    sub_dirs, files = _entries(class_dir)
-    images = [f for f in files if is_image(f.name)]
-    skipped.extend(f"{f}: not an image file" for f in files if not is_image(f.name))
+    sub_dirs, files = _entry_names(class_dir)
+    skipped.extend(f"{path}: not an image file" for name, path in files if not is_image(name))
     samples: list[Sample] = []
-    for image in images:
-        group, _ = group_of(image)
-        samples.append(Sample(str(image), label, group, split))
+    for name, path in files:
+        if is_image(name):
+            samples.append(Sample(path, label, group_of(name)[0], split))
     dimension = "2D"
     for scan_dir in sub_dirs:  # one sub-folder per scan holding its slices -> one 3D sample
         _, slice_files = _entries(scan_dir)
@@ -136,108 +161,58 @@ def _class_folder_samples(class_dir: Path, label: str, split: str,
     return samples, dimension
 
 
+_WALKS = threading.local()  # the folder walks of the scan running in this thread
+
+
 def _all_images(root: Path, limit: int = MAX_FILES) -> list[Path]:
+    """Every image file under root, sorted. Walked once per scan_folder call: the recognisers
+    that need the list share it (a copy each)."""
+    cache = getattr(_WALKS, "cache", None)
+    key = (str(root), limit)
+    if cache is not None and key in cache:
+        return list(cache[key])
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Path(folder) / f for f in sorted(files) if is_image(f))
+        base = Path(folder)
+        found.extend(base / f for f in sorted(files) if is_image(f))
         if len(found) > limit:
             raise ScanError(f"more than {limit} image files under {root}; register a smaller "
                             "folder")
+    if cache is not None:
+        cache[key] = found
+        return list(found)
     return found
 
 
-def _scan_label_table(root: Path) -> ScanResult | None:
+def _scan_label_table(root: Path, description: str = "") -> ScanResult | None:
+    """A label table (CSV/TSV/XLSX/JSON/JSONL) beside or above the images; core.scan_tables."""
+    return scan_label_table(root, _all_images(root), description)
+
+
+def _scan_other_layouts(root: Path, description: str = "") -> ScanResult | None:
+    # report files, then box annotations, then masks paired with images, then a label table
+    # (core.scan_layouts); a description asking for classification only puts the table first
     images = _all_images(root)
-    table = read_label_table(root, images)
-    if table is None:
-        return None
-    samples = []
-    for path, labels, group in table["rows"]:
-        key = group or group_of(path)[0]
-        stratum = labels[0] if labels else "(none)"
-        samples.append(Sample(str(path), stratum, key, "",
-                              labels if table["multi_label"] else None))
-    counts = label_counts(table["rows"])
-    classes = sorted(counts)
-    listed = {Path(s.image) for s in samples}
-    skipped = [f"{p}: not listed in {Path(table['table']).name}" for p in images
-               if p not in listed][:1000]
-    if table["unmatched"]:
-        skipped.append(f"{table['unmatched']} rows of {Path(table['table']).name} name no "
-                       "existing image")
-    suffixes = Counter(image_suffix(p.name) for p in listed)
-    grouped = table["patient_column"] or sum(group_of(Path(s.image))[1] for s in samples) >= \
-        len(samples) / 2
-    source = (f"table column {table['patient_column']!r}" if table["patient_column"] else
-              "filename prefix" if grouped else "none (one group per image)")
-    return ScanResult(
-        root=str(root), layout="label_table", task="diagnosis", dimension="2D",
-        file_format=FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], ""), classes=classes,
-        class_counts={c: counts[c] for c in classes}, samples=samples, group_source=source,
-        existing_split=False, skipped=skipped, num_files=len(images),
-        details={k: table[k] for k in ("table", "image_column", "label_column",
-                                       "patient_column", "multi_label")})
-
-
-def _result(root: Path, layout: str, task: str, samples: list[Sample], images: list[Path],
-            details: dict, classes: list[str] | None = None, skipped: list[str] | None = None,
-            existing: bool = False) -> ScanResult:
-    first = [Path(s.image[0] if isinstance(s.image, list) else s.image) for s in samples]
-    suffixes = Counter(image_suffix(p.name) for p in first)
-    suffix = suffixes.most_common(1)[0][0] if suffixes else ""
-    fmt = FORMAT_OF_SUFFIX.get(suffix, "")
-    counts = Counter(s.label for s in samples)
-    grouped = sum(group_of(p)[1] for p in first) >= len(samples) / 2
-    return ScanResult(
-        root=str(root), layout=layout, task=task,
-        dimension="3D" if fmt in ("nifti", "nrrd", "mha") else "2D", file_format=fmt,
-        classes=classes if classes is not None else sorted(counts),
-        class_counts=dict(sorted(counts.items())), samples=samples,
-        group_source="filename prefix" if grouped else "none (one group per image)",
-        existing_split=existing, skipped=skipped or [], num_files=len(images), details=details)
-
-
-def _scan_other_layouts(root: Path) -> ScanResult | None:
-    images = _all_images(root)
-    reports = scan_reports(root, images)
-    if reports:
-        samples = [Sample(str(p), "report", group_of(p)[0], split,
-                          extra={"findings": f, "impression": i})
-                   for p, f, i, split in reports["entries"]]
-        return _result(root, "report_table", "report_generation", samples, images, {},
-                       classes=[], existing=any(s.split == "test" for s in samples))
-    boxes = scan_box_table(root, images)
-    if boxes:
-        samples = [Sample(str(p), "positive" if e["boxes"] else "negative", group_of(p)[0],
-                          extra=e) for p, e in sorted(boxes["images"].items())]
-        names = sorted({lbl for e in boxes["images"].values() for lbl in e["labels"]})
-        details = {k: boxes[k] for k in ("table", "image_column", "three_d")}
-        result = _result(root, "box_table", "anomaly_detection", samples, images, details, names)
-        result.dimension = "3D" if boxes["three_d"] else result.dimension
-        return result
+    found = scan_reports(root, images, description) or scan_boxes(root, images, description)
+    if found is not None:
+        return found
+    table_first = classification_only(description)
+    masks = None if table_first else scan_masks(root, images, description)
+    if masks is not None:
+        return masks
     if any(f.suffix.lower() in TABLE_SUFFIXES for f in root.iterdir()):
-        table_scan = _scan_label_table(root)
+        table_scan = _scan_label_table(root, description)
         if table_scan is not None:
             return table_scan
-    pairs = scan_image_masks(root, images)
-    if pairs:
-        samples = [Sample([str(f) for f in files] if len(files) > 1 else str(files[0]), "case",
-                          group_of(Path(key))[0], extra={"label_path": str(mask)})
-                   for key, files, mask in pairs["cases"]]
-        details = {"image_dir": pairs["image_dir"], "mask_dir": pairs["mask_dir"],
-                   "channels": max(len(f) for _, f, _ in pairs["cases"])}
-        skipped = [f"{p}: no mask with a matching name" for p in pairs["unpaired"]]
-        return _result(root, "image_mask_folders", "segmentation", samples, images, details,
-                       pairs["labels"], skipped)
-    return None
+    return scan_masks(root, images, description) if table_first else None
 
 
 def _recognise_tables_and_pairs(root: Path, top_dirs: list[Path], top_files: list[Path],
                                 description: str) -> ScanResult | None:
     if any(f.suffix.lower() in TABLE_SUFFIXES + (".json",) for f in top_files) or \
             any(d.name.lower() in IMAGE_DIRS for d in top_dirs):
-        return _scan_other_layouts(root)
+        return _scan_other_layouts(root, description)
     return None
 
 
@@ -246,13 +221,27 @@ def _recognise_tables_and_pairs(root: Path, top_dirs: list[Path], top_files: lis
 # not its layout. ``description`` is the datacard's text: a recogniser uses the columns, classes,
 # code mappings or file names it names.
 RECOGNISERS: list = [
+    recognise_dicom_series,  # DICOM series (core.layout_dicom), before the others
+    recognise_array_files,  # .npz arrays; .npy/.pt/.pck volumes + a table (core.layout_arrays)
     _recognise_tables_and_pairs,
+    recognise_list_layouts,  # reports, boxes, masks anywhere in the folder (core.scan_layouts)
+    recognise_label_table,  # a label table one folder down (core.scan_tables)
+    recognise_filename_labels,  # labels in file names (core.layout_filenames)
 ]
 
 
 def scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
     """Recognise the layout of ``root`` (helped by the datacard's ``description``) and list its
     samples. Read-only. Raises ScanError with advice."""
+    outer = getattr(_WALKS, "cache", None)
+    _WALKS.cache = {} if outer is None else outer
+    try:
+        return _scan_folder(root, description)
+    finally:
+        _WALKS.cache = outer
+
+
+def _scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
     root_path = Path(root).expanduser()
     if not root_path.exists():
         raise ScanError(f"dataset folder {root_path} does not exist. Check the path.")
@@ -289,9 +278,10 @@ def scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
                         "so far: one folder per class (optionally under train/ and test/).")
     counts = Counter(s.label for s in samples)
     classes = sorted(counts)
-    suffixes = Counter(image_suffix(Path(s.image).name) for s in samples if Path(s.image).is_file())
+    suffixes = Counter(image_suffix(os.path.basename(s.image)) for s in samples
+                       if "3D" not in dims or os.path.isfile(s.image))  # 2D: all are files
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else "slices"
-    grouped = sum(group_of(Path(s.image))[1] for s in samples)
+    grouped = sum(group_of(s.image)[1] for s in samples)
     return ScanResult(
         root=str(root_path), layout="class_folders", task="diagnosis",
         dimension="3D" if "3D" in dims else "2D", file_format=fmt, classes=classes,

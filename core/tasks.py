@@ -14,6 +14,8 @@ TEMPLATES = ("diagnosis", "segmentation", "detection", "report_generation")
 PRIMARY_METRIC = {"diagnosis": "auc", "segmentation": "dice", "detection": "map50",
                   "report_generation": "rouge_l"}
 TEMPLATE_OF_LAYOUT = {"class_folders": "diagnosis", "label_table": "diagnosis",
+                      "filename_labels": "diagnosis", "array_npz": "diagnosis",
+                      "dicom_series": "diagnosis",
                       "image_mask_folders": "segmentation", "box_table": "detection",
                       "report_table": "report_generation"}
 DEFAULT_NETWORK = {"diagnosis": ("densenet_small", "densenet121"),
@@ -74,10 +76,14 @@ def template_for(task: str, layout: str) -> str:
 
 
 def write_index(scan, datapath: Path, template: str, test_fraction: float, seed: int,
-                keep_existing_split: bool) -> dict:
+                keep_existing_split: bool, caps=None) -> dict:
+    """Write the template's index; ``caps`` (a SplitCaps, or the datacard description to parse)
+    limits the samples used ("use at most 1000 samples for training ...")."""
     if template == "diagnosis":
-        return write_diagnosis_index(scan, datapath, test_fraction, seed, keep_existing_split)
-    return write_list_index(scan, datapath, template, test_fraction, seed, keep_existing_split)
+        return write_diagnosis_index(scan, datapath, test_fraction, seed, keep_existing_split,
+                                     caps)
+    return write_list_index(scan, datapath, template, test_fraction, seed, keep_existing_split,
+                            caps)
 
 
 def check_index(ws: JobWorkspace, template: str) -> GateResult:

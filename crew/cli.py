@@ -1,10 +1,13 @@
 """Command line: register datasets, build models, list and show jobs.
 
-    python -m crew register PATH --name NAME [--description TEXT] [--home DIR] [--json]
+    python -m crew register PATH --name NAME [--description TEXT] [--allow-pickle]
+                            [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
     python -m crew jobs [--home DIR]
     python -m crew show JOB [--home DIR]
     python -m crew demo [--basic] [--home DIR] build and register the demo datasets
+    python -m crew bench [--suite m3bench-lite] [--llm autopilot|MODEL] [--runs N]
+                         [--only NAME,...] [--out FILE] [--data DIR] [--home DIR]
 """
 from __future__ import annotations
 
@@ -32,8 +35,12 @@ def cmd_register(args) -> int:
     from core.registration import register_dataset
     settings = get_settings(args.home)
     result = register_dataset(settings, open_store(settings.store_path), args.path, args.name,
-                              args.description or "")
-    _print(result, args.json)
+                              args.description or "", allow_pickle=args.allow_pickle)
+    if args.json:
+        _print(result, True)
+    else:
+        from core.registration import format_registration
+        print(format_registration(result))
     return 0 if result["status"] == "registered" else 1
 
 
@@ -126,6 +133,11 @@ def cmd_show(args) -> int:
     return 0 if job["status"] not in TERMINAL_STATUSES - {"succeeded", "no_dataset"} else 1
 
 
+def cmd_bench(args) -> int:
+    from crew.bench import main
+    return main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="M3Builder home folder (default: $M3B_HOME or ~/.m3builder)")
@@ -137,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--name", required=True)
     p.add_argument("--description", default="")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="trust this local dataset's .pck/.pkl files: reading a pickle runs "
+                        "code, so only for data you made or got from a source you trust")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("build", parents=[common], help="build a model from a request")
     p.add_argument("request")
@@ -154,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--basic", action="store_true",
                    help="only the 2D chest X-ray demo (fastest)")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("bench", parents=[common],
+                       help="run the M3Bench-lite benchmark through the crew")
+    p.add_argument("--suite", default="m3bench-lite", help="benchmark suite (m3bench-lite)")
+    p.add_argument("--llm", help="'autopilot' (default) or a model string, e.g. openai/gpt-4o")
+    p.add_argument("--runs", type=int, default=1, help="runs per dataset (the paper uses 5)")
+    p.add_argument("--only", help="comma-separated dataset names, e.g. ADNI,BTCV")
+    p.add_argument("--out", help="results JSON (default <home>/bench/<suite>-<time>.json)")
+    p.add_argument("--data", help="folder for the generated datasets "
+                                  "(default <home>/demo/m3bench_lite)")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 

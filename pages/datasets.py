@@ -61,15 +61,21 @@ register_col, demo_col = st.columns([2, 1], gap="large")
 
 with register_col:
     st.markdown("**Register a dataset**")
-    st.caption("A folder on this server with one sub-folder per class (e.g. `NORMAL/`, "
-               "`PNEUMONIA/`). Every image is checked before a datacard is saved; nothing "
-               "inside the folder is changed.")
+    st.caption("A folder on this server: class folders, a label table (CSV/XLSX/JSON), "
+               "images with masks, DICOM series, box or report tables, MedMNIST-style .npz. "
+               "Every image is checked before a datacard is saved; nothing inside the folder "
+               "is changed.")
     with st.form("register"):
         path = st.text_input("Folder on the server", placeholder="/data/chest_xray")
         name = st.text_input("Name", placeholder="Hospital chest X-ray 2024")
         description = st.text_area(
             "Description", placeholder="What the images show, how they were labelled, patient "
             "ID in file names… The Task Manager reads this to match requests.")
+        allow_pickle = st.checkbox(
+            "Trust this folder's pickle files (.pck/.pkl)",
+            help="Reading a Python pickle can run any code inside it. Tick only for local data "
+                 "you made or got from a source you trust; otherwise pickled volumes are "
+                 "refused.")
         submitted = st.form_submit_button("Check and register", type="primary",
                                           icon=":material/fact_check:")
     if submitted:
@@ -85,7 +91,7 @@ with register_col:
         else:
             with st.spinner("Checking the images…"):
                 result = register_dataset(settings, store, path.strip(), name.strip(),
-                                          description.strip())
+                                          description.strip(), allow_pickle=allow_pickle)
             st.session_state["register_result"] = result
             if result["status"] == "registered":
                 st.rerun()  # redraw the catalog with the new card

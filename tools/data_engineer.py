@@ -1,7 +1,9 @@
 """Data Engineer tools: look at the planned dataset (read-only), write the index files."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -20,11 +22,56 @@ def _planned_dataset(ctx) -> Path:
     return Path(plan["dataset_path"])
 
 
+def _planned_description(ctx) -> str:
+    """The planned dataset's datacard description (columns, codes, sample caps)."""
+    entry = find_entry(ctx.settings, ctx.plan()["dataset"])
+    return entry.card.description if entry else ""
+
+
 def _planned_scan(ctx) -> ScanResult:
     """Scan the planned dataset, helped by its datacard's description (columns, codes, caps)."""
-    folder = _planned_dataset(ctx)
-    entry = find_entry(ctx.settings, ctx.plan()["dataset"])
-    return scan_folder(folder, entry.card.description if entry else "")
+    return scan_folder(_planned_dataset(ctx), _planned_description(ctx))
+
+
+MAX_PREVIEW_BYTES = 8192
+# (items kept per list/dict, characters kept per string), tried in turn until the JSON fits
+_SHRINK_STEPS = ((50, 300), (20, 200), (10, 120), (5, 80), (3, 60), (2, 40), (1, 30))
+
+
+def _shrink(value: Any, items: int, chars: int) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= chars else value[: chars - 3] + "..."
+    if isinstance(value, dict):
+        keys = list(value)
+        out = {str(k): _shrink(value[k], items, chars) for k in keys[:items]}
+        if len(keys) > items:
+            out["..."] = f"{len(keys) - items} more entries"
+        return out
+    if isinstance(value, (list, tuple)):
+        out = [_shrink(v, items, chars) for v in value[:items]]
+        if len(value) > items:
+            out.append(f"... {len(value) - items} more")
+        return out
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return _shrink(str(value), items, chars)
+
+
+def bounded(data: dict, max_bytes: int = MAX_PREVIEW_BYTES) -> dict:
+    """The same preview, cut until its JSON is at most ``max_bytes`` whatever the dataset's
+    size: every top-level key stays; long lists and dicts inside keep their first entries (and
+    say how many were left out), long strings are cut. What an agent reads stays small."""
+    if len(json.dumps(data, default=str)) <= max_bytes:
+        return data
+    for items, chars in _SHRINK_STEPS:
+        out = {str(k): _shrink(v, items, chars) for k, v in data.items()}
+        out["truncated"] = True
+        if len(json.dumps(out)) <= max_bytes:
+            return out
+    scalars = {str(k): _shrink(v, 1, 30) for k, v in data.items()
+               if v is None or isinstance(v, (bool, int, float, str))}
+    scalars["truncated"] = True
+    return scalars if len(json.dumps(scalars)) <= max_bytes else {"truncated": True}
 
 
 class InspectDataset(M3Tool):
@@ -35,7 +82,7 @@ class InspectDataset(M3Tool):
 
     def execute(self) -> dict:
         try:
-            return {"scan": _planned_scan(self.ctx).summary()}
+            return {"scan": bounded(_planned_scan(self.ctx).summary())}
         except ScanError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -57,23 +104,25 @@ class BuildIndex(M3Tool):
     name: str = "build_index"
     description: str = ("Write the index in the paper's format for the planned task "
                         "(Datapath/train.json, test.json, label_dict.json when the task has "
-                        "labels) and split.json, split by patient and stratified by class; then "
-                        "run the index gate and return its verdict.")
+                        "labels) and split.json, split by patient and stratified by class, "
+                        "within the sample caps the datacard states; then run the index gate "
+                        "and return its verdict.")
     args_schema: type[BaseModel] = IndexArgs
 
     def execute(self, test_fraction: float = 0.2, seed: int = 42,
                 keep_existing_split: bool = True) -> dict:
         template = self.ctx.plan().get("template", "")
         try:
-            scan = _planned_scan(self.ctx)
+            description = _planned_description(self.ctx)
+            scan = scan_folder(_planned_dataset(self.ctx), description)
             summary = write_index(scan, self.ctx.workspace.datapath, template, test_fraction,
-                                  seed, keep_existing_split)
+                                  seed, keep_existing_split, caps=description)
         except (ScanError, IndexBuildError) as exc:
             raise ToolError(str(exc)) from exc
         gate = check_index(self.ctx.workspace, template)
         if not gate.ok:
             raise ToolError(gate.message())
-        return {"index": summary, "gate": gate.message()}
+        return {"index": bounded(summary, MAX_PREVIEW_BYTES - 1024), "gate": gate.message()}
 
     def summarise(self, result: dict) -> str:
         i = result["index"]

@@ -7,6 +7,7 @@ import json
 
 from pydantic import BaseModel, Field
 
+from core.catalog import find_entry
 from core.datacards import write_json_atomic
 from core.evaluation.diagnosis import is_multi_label
 from core.fingerprint import fingerprint, intensity_for, training_image_size
@@ -90,9 +91,14 @@ class WriteDataloader(M3Tool):
         if image_size and (len(image_size) not in (2, 3) or
                            any(not 8 <= s <= 1024 for s in image_size)):
             raise ToolError(f"image_size must have 2 or 3 sides between 8 and 1024, got {image_size}")
-        fp = fingerprint(_images(train))
+        entry = find_entry(self.ctx.settings, plan.get("dataset") or "")
+        # pickled volumes are read only when the datacard allows it (unpickling runs code)
+        allow_pickle = bool(entry and entry.card.allow_pickle)
+        fp = fingerprint(_images(train), allow_pickle=allow_pickle)
         values = {"DATAPATH": str(ws.datapath),
                   **dataloader_config(template, plan, fp, train, test, image_size, in_channels)}
+        if allow_pickle or "ALLOW_PICKLE" in source.read_text():
+            values["ALLOW_PICKLE"] = allow_pickle
         instantiate(source, ws.dataloader, values)
         write_json_atomic(ws.datapath / "fingerprint.json", fp)
         write_json_atomic(ws.datapath / "dataloader_config.json", values)

@@ -25,7 +25,6 @@ IN_CHANNELS = 1
 INTENSITY = {"kind": "minmax"}
 # --- M3B CONFIG END
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -34,39 +33,23 @@ from monai.apps.detection.transforms.array import ResizeBox
 from monai.apps.detection.transforms.dictionary import (ClipBoxToImaged, ConvertBoxToStandardModed,
                                                         RandFlipBoxd, RandRotateBox90d,
                                                         RandZoomBoxd, StandardizeEmptyBoxd)
-from monai.transforms import (Compose, LoadImage, MapTransform, NormalizeIntensityd,
-                              RandGaussianNoised, RandScaleIntensityd, Resize, ScaleIntensityd,
-                              ScaleIntensityRanged)
+from monai.transforms import (Compose, MapTransform, NormalizeIntensityd, RandGaussianNoised,
+                              RandScaleIntensityd, Resize, ScaleIntensityd, ScaleIntensityRanged)
 
-_SLICE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm"}
+from ml_templates.common.image_io import read_image
+
+ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
 BOX_MODE = "xyxy" if SPATIAL_DIMS == 2 else "xyzxyz"
 CACHE_MAX_BYTES = 2e9  # prepared images kept in memory up to this size (per dataset)
 
 
-def _natural_key(path: Path):
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", path.name)]
-
-
 class _ReadImage:
-    """A file -> (C, *spatial); a folder of 2D slices -> (C, X, Y, Z) with the slices along the
-    last axis; a list of files -> their channels concatenated (e.g. MRI sequences)."""
-
-    def __init__(self):
-        self.loader = LoadImage(image_only=True, ensure_channel_first=True)
-
-    def _file(self, path: Path) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(self.loader(str(path))), dtype=torch.float32)
-
-    def _one(self, path: Path) -> torch.Tensor:
-        if path.is_dir():
-            slices = sorted((p for p in path.iterdir() if p.suffix.lower() in _SLICE_SUFFIXES),
-                            key=_natural_key)
-            return torch.stack([self._file(p) for p in slices], dim=-1)
-        return self._file(path)
+    """Any index image reference (ml_templates.common.image_io) -> (C, *spatial): a folder of
+    2D slices or a DICOM series -> (C, X, Y, Z) with the slices along the last axis; a list of
+    files -> their channels concatenated (e.g. MRI sequences)."""
 
     def __call__(self, key) -> torch.Tensor:
-        paths = key if isinstance(key, list) else [key]
-        img = torch.cat([self._one(Path(p)) for p in paths], dim=0)
+        img = torch.from_numpy(read_image(key, allow_pickle=ALLOW_PICKLE)[0])
         if img.ndim - 1 != SPATIAL_DIMS:
             raise ValueError(f"{key}: {img.ndim - 1} spatial dimensions, expected {SPATIAL_DIMS}")
         if img.shape[0] != IN_CHANNELS:  # RGB(A) -> gray, or gray -> repeated

@@ -3,8 +3,12 @@ and yields ``{"pixel_values": float tensor (C, *IMAGE_SIZE), "labels": ...}`` pe
 
 Single-label targets are class indices (softmax); with ``MULTI_LABEL`` they are multi-hot
 vectors (sigmoid, one output per label). The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
-block between the CONFIG markers; the rest is used as it is. An index key is an image file
-(PNG/JPEG, DICOM, NIfTI, NRRD, ...) or a folder of 2D slices that form one 3D scan.
+block between the CONFIG markers; the rest is used as it is. An index key is any image
+reference ``ml_templates.common.image_io.read_image`` reads: an image file (PNG/JPEG, DICOM,
+NIfTI, NRRD, ...), a folder of 2D slices or a DICOM series manifest (one 3D scan, slices on the
+first spatial axis), an array element ``file.npz::key[i]``, or a JSON list of channel files.
+The optional CONFIG key ``ALLOW_PICKLE = True`` lets it unpickle ``.pck``/``.pkl`` arrays
+(registered local datasets only: unpickling runs code).
 """
 # --- M3B CONFIG START
 DATAPATH = "."
@@ -14,40 +18,29 @@ MULTI_LABEL = False
 INTENSITY = {"kind": "minmax"}
 # --- M3B CONFIG END
 import json
-import re
 from pathlib import Path
 
-import numpy as np
 import torch
-from monai.transforms import (Compose, EnsureType, LoadImage, NormalizeIntensity, RandAffine,
+from monai.transforms import (Compose, EnsureType, NormalizeIntensity, RandAffine,
                               RandGaussianNoise, Resize, ScaleIntensity, ScaleIntensityRange)
 
-_SLICE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm"}
+from ml_templates.common.image_io import read_image
 
-
-def _natural_key(path: Path):
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", path.name)]
+ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
 
 
 class _ReadImage:
-    """File -> (C, ...) array with IN_CHANNELS channels; a folder of slices -> (C, D, H, W)."""
+    """Index key -> (IN_CHANNELS, ...) tensor through the shared reader; a stack of 2D slices
+    (folder or DICOM series) -> (C, slices, ...), the order the fingerprint sizes it in."""
 
-    def __init__(self):
-        self.loader = LoadImage(image_only=True, ensure_channel_first=True)
-
-    def _one(self, path: Path) -> torch.Tensor:
-        img = torch.as_tensor(np.asarray(self.loader(str(path))), dtype=torch.float32)
+    def __call__(self, key: str) -> torch.Tensor:
+        array, meta = read_image(key, allow_pickle=ALLOW_PICKLE)
+        img = torch.from_numpy(array)
+        if meta.get("stacked_slices"):
+            img = img.movedim(-1, 1)
         if img.shape[0] != IN_CHANNELS:  # RGB(A) -> gray, or gray -> repeated
             img = img[:3].mean(0, keepdim=True).repeat(IN_CHANNELS, *[1] * (img.ndim - 1))
         return img
-
-    def __call__(self, key: str) -> torch.Tensor:
-        path = Path(key)
-        if path.is_dir():
-            slices = sorted((p for p in path.iterdir() if p.suffix.lower() in _SLICE_SUFFIXES),
-                            key=_natural_key)
-            return torch.stack([self._one(p) for p in slices], dim=1)
-        return self._one(path)
 
 
 def intensity_transform():

@@ -7,8 +7,11 @@ of ``{"image_path", "findings", "impression"}``) and yields per report::
 The text target is ``"FINDINGS: ... IMPRESSION: ..."`` framed as ``[BOS] ... [EOS]``. The tokenizer
 is the local pretrained one at TOKENIZER_PATH, or else a small one trained on train.json's reports
 only (``ml_templates.report_generation.tokenizer``); train.py passes its own (saved under
-Logout/tokenizer/) with ``tokenizer=``. An image is a 2D file (PNG/JPEG/DICOM), a 3D file (NIfTI,
-NRRD, ...), a folder of 2D slices (one 3D scan) or a list of files (channels, fixed order).
+Logout/tokenizer/) with ``tokenizer=``. An image is any reference
+``ml_templates.common.image_io.read_image`` reads: a 2D file (PNG/JPEG/DICOM), a 3D file (NIfTI,
+NRRD, ...), a folder of 2D slices or a DICOM series manifest (one 3D scan), an array element
+(``file.npz::key[i]``), or a list of these (channels, fixed order); ``ALLOW_PICKLE = True`` in
+the CONFIG block lets it unpickle ``.pck``/``.pkl`` arrays (local data only).
 Augmentation is light and never flips: the side of a finding is part of the report.
 The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
 block between the CONFIG markers (use "" for no tokenizer path).
@@ -23,22 +26,17 @@ TOKENIZER_PATH = ""
 INTENSITY = {"kind": "minmax"}
 # --- M3B CONFIG END
 import json
-import re
 from pathlib import Path
 
-import numpy as np
 import torch
-from monai.transforms import (Compose, EnsureType, LoadImage, NormalizeIntensity, RandAffine,
+from monai.transforms import (Compose, EnsureType, NormalizeIntensity, RandAffine,
                               RandGaussianNoise, Resize, ScaleIntensity, ScaleIntensityRange)
 
+from ml_templates.common.image_io import read_image
 from ml_templates.report_generation.tokenizer import encode_report, get_tokenizer, report_text
 
-_SLICE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm"}
+ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
 _TOKENIZERS: dict = {}
-
-
-def _natural_key(path: Path):
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", path.name)]
 
 
 def image_key(image_path) -> str:
@@ -47,30 +45,22 @@ def image_key(image_path) -> str:
 
 
 class _ReadImage:
-    """Path, folder of slices or list of channel files -> (IN_CHANNELS, *spatial) tensor with
-    SPATIAL_DIMS spatial axes."""
+    """Any index image reference (ml_templates.common.image_io), or a list of them (channels,
+    fixed order) -> (IN_CHANNELS, *spatial) tensor with SPATIAL_DIMS spatial axes. A stack of
+    2D slices (folder or DICOM series) becomes one gray channel, slices on the first axis."""
 
-    def __init__(self):
-        self.loader = LoadImage(image_only=True, ensure_channel_first=True)
-
-    def _file(self, path: Path) -> torch.Tensor:
-        img = torch.as_tensor(np.asarray(self.loader(str(path))), dtype=torch.float32)
+    def _one(self, ref: str) -> torch.Tensor:
+        array, meta = read_image(ref, allow_pickle=ALLOW_PICKLE)
+        img = torch.from_numpy(array)
+        if meta.get("stacked_slices"):
+            img = img[:3].mean(0, keepdim=True).movedim(-1, 1)
         while img.ndim - 1 > SPATIAL_DIMS and img.shape[-1] == 1:  # (1, H, W, 1) -> (1, H, W)
             img = img[..., 0]
         return img
 
-    def _one(self, path: Path) -> torch.Tensor:
-        if path.is_dir():
-            slices = sorted((p for p in path.iterdir() if p.suffix.lower() in _SLICE_SUFFIXES),
-                            key=_natural_key)
-            if not slices:
-                raise FileNotFoundError(f"no image slices in folder {path}")
-            return torch.stack([self._file(p)[:3].mean(0, keepdim=True) for p in slices], dim=1)
-        return self._file(path)
-
     def __call__(self, image_path) -> torch.Tensor:
         paths = [image_path] if isinstance(image_path, str) else list(image_path)
-        img = torch.cat([self._one(Path(p)) for p in paths], dim=0)
+        img = torch.cat([self._one(str(p)) for p in paths], dim=0)
         if img.ndim - 1 != SPATIAL_DIMS:
             raise ValueError(f"{image_path}: {img.ndim - 1} spatial axes (shape "
                              f"{tuple(img.shape)}), SPATIAL_DIMS is {SPATIAL_DIMS}")

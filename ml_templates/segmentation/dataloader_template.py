@@ -3,7 +3,8 @@
 Reads the index ``[{"image_path": file | [channel files], "label_path": file, "labels": [...]}]``
 (``labels[i]`` is mask value i + 1) and builds MONAI dictionary transforms:
 
-    load (channel files stacked in their fixed order) -> channel first -> RAS (3D)
+    load (any image reference of ml_templates.common.image_io: files, DICOM series, array
+          elements; channel files stacked in their fixed order) -> channel first -> RAS (3D)
     -> resample to PIXDIM (bilinear image, nearest mask) -> intensity -> crop to the foreground
     training:   pad to ROI_SIZE -> foreground/background-balanced patch -> flips, intensity jitter
                 -> {"pixel_values": (C, *ROI_SIZE) float, "labels": (1, *ROI_SIZE) long}
@@ -34,8 +35,11 @@ from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, Ens
                               RandScaleIntensityd, RandShiftIntensityd, ScaleIntensityd,
                               ScaleIntensityRanged, Spacingd, SpatialPadd)
 
+from ml_templates.common.image_io import ImageRefReader
+
 SAMPLES_PER_CASE = globals().get("SAMPLES_PER_CASE", 4)  # training patches per case and epoch
 CACHE_RATE = globals().get("CACHE_RATE", 1.0)
+ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
 
 
 class FitImage(MapTransform):
@@ -81,8 +85,8 @@ def nonzero(x):
 def preprocessing(keys: list[str]) -> list:
     """The deterministic, invertible steps shared by training and evaluation."""
     modes = ["bilinear", "nearest"][:len(keys)]
-    steps = [LoadImaged(keys, image_only=True), EnsureChannelFirstd(keys),
-             FitImage(keys)]
+    steps = [LoadImaged(keys, reader=ImageRefReader(allow_pickle=ALLOW_PICKLE), image_only=True),
+             EnsureChannelFirstd(keys), FitImage(keys)]
     if SPATIAL_DIMS == 3:
         steps.append(Orientationd(keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))))
     if PIXDIM:

@@ -21,6 +21,8 @@ from monai.inferers import sliding_window_inference
 from monai.metrics import DiceMetric
 from monai.transforms import AsDiscrete, LoadImage, ResampleToMatch
 
+from ml_templates.common.image_io import ImageRefReader
+
 NIFTI = (".nii.gz", ".nii")
 RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
@@ -73,7 +75,8 @@ def _output_name(reference: str, used: set[str]) -> str:
 
 def save_label_map(labels: MetaTensor, reference: str, out_path: Path) -> Path:
     """Write an integer label map (1, *spatial) on the reference file's grid."""
-    ref = LoadImage(image_only=True, ensure_channel_first=True)(reference)
+    # the shared reader: NIfTI/NRRD/PNG and also DICOM series manifests and array references
+    ref = LoadImage(reader=ImageRefReader(), image_only=True, ensure_channel_first=True)(reference)
     if tuple(labels.shape[1:]) != tuple(ref.shape[1:]):
         if int(np.prod(labels.shape[1:])) == int(np.prod(ref.shape[1:])):  # (H, W) vs (H, W, 1)
             labels = labels.reshape(ref.shape)

@@ -1,0 +1,1 @@
+"""Benchmarks that run the real crew end to end (``python -m crew bench``)."""
