@@ -45,6 +45,9 @@ MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_-](?:seg|segmentation|mask|masks|labe
                          r"annotation)$", re.I)
 ID_NOISE = re.compile(r"images|image|imgs|img|labels|label|masks|mask|segmentation|seg|gt|"
                       r"volume|vol|[_\-\s.]", re.I)
+# BIDS names (VerSe: sub-verse004_ct.nii.gz + sub-verse004_seg-vert_msk.nii.gz): the subject
+# (and session) entities identify the case whatever the rest of the name says
+BIDS_KEY = re.compile(r"^(sub-[a-z0-9]+(?:_ses-[a-z0-9]+)?)(?=[_.]|$)", re.I)
 SEGMENT_WORDS = re.compile(r"segment|mask|delineat|contour", re.I)
 CLASSIFY_WORDS = re.compile(r"classif|diagnos|grading|\bgrade\b", re.I)
 MAX_GEOMETRY_CHECKS = 5000
@@ -303,6 +306,12 @@ def _pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path]
             by_key.setdefault((rel, base.group("base")), mask)
         ids[(rel, _norm_id(stem))].append(mask)
     unique_ids = {k: v[0] for k, v in ids.items() if len(v) == 1 and k[1]}
+    bids: dict[tuple[str, str], list[Path]] = defaultdict(list)
+    for mask in masks:
+        key = BIDS_KEY.match(_stem(mask).lower())
+        if key:
+            bids[(_rel_parent(mask, mask_dir), key.group(1))].append(mask)
+    unique_bids = {k: v[0] for k, v in bids.items() if len(v) == 1}
     cases: dict[tuple[str, str, str], Case] = {}
     unpaired: list[Path] = []
     used: set[Path] = set()
@@ -318,6 +327,10 @@ def _pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path]
             found = (by_key[(rel, stem[:match.start()])], match.group("ch").lower())
         if found is None and (rel, _norm_id(stem)) in unique_ids:
             found = (unique_ids[(rel, _norm_id(stem))], "")
+        bids_key = BIDS_KEY.match(stem)
+        if found is None and bids_key and (rel, bids_key.group(1)) in unique_bids:
+            # the rest of the image name (ct, t1w, ...) names its channel
+            found = (unique_bids[(rel, bids_key.group(1))], stem[bids_key.end():].lstrip("_-"))
         if found is None:
             unpaired.append(path)
             continue

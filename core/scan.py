@@ -33,8 +33,10 @@ FORMAT_OF_SUFFIX = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".bmp": "bmp",
                     ".npy": "npy", ".npz": "npz", ".pt": "pt"}
 SPLIT_NAMES = {"train": "train", "training": "train", "val": "val", "valid": "val",
                "validation": "val", "test": "test", "testing": "test"}
-GROUP_RE = re.compile(r"^(?P<key>(?:patient|person|subject|sub|pat|case|pt|id)[-_ ]?\d+)",
-                      re.IGNORECASE)
+# patient/subject prefixes of names: patient0012_..., sub-03..., case7..., and BIDS subject
+# labels that are not only digits (sub-verse004_ct)
+GROUP_RE = re.compile(r"^(?P<key>(?:patient|person|subject|sub|pat|case|pt|id)[-_ ]?\d+|"
+                      r"sub-[a-z0-9]+(?=[_.]|$))", re.IGNORECASE)
 MAX_FILES = 2_000_000
 
 
@@ -142,23 +144,34 @@ def _entry_names(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 
 def _class_folder_samples(class_dir: Path, label: str, split: str,
-                          skipped: list[str]) -> tuple[list[Sample], str]:
+                          skipped: list[str]) -> tuple[list[Sample], str, int]:
+    """Samples of one class folder: its image files (2D), its sub-folders of slices (one 3D
+    sample each), or patient folders holding one sub-folder of slices per scan
+    (``CLASS/<patient>/<scan>/``, CC-CCII), whose scans share the patient's group. Returns
+    (samples, dimension, how many samples a patient folder grouped)."""
     sub_dirs, files = _entry_names(class_dir)
     skipped.extend(f"{path}: not an image file" for name, path in files if not is_image(name))
     samples: list[Sample] = []
     for name, path in files:
         if is_image(name):
             samples.append(Sample(path, label, group_of(name)[0], split))
-    dimension = "2D"
+    dimension, by_patient_folder = "2D", 0
     for scan_dir in sub_dirs:  # one sub-folder per scan holding its slices -> one 3D sample
-        _, slice_files = _entries(scan_dir)
+        scan_dirs, slice_files = _entries(scan_dir)
         if any(is_image(f.name) for f in slice_files):
             group, _ = group_of(scan_dir)
             samples.append(Sample(str(scan_dir), label, group, split))
             dimension = "3D"
-        else:
+            continue
+        scans = [d for d in scan_dirs if any(is_image(f.name) for f in _entries(d)[1])]
+        for scan in scans:  # a patient folder: every scan in it belongs to that patient
+            samples.append(Sample(str(scan), label, f"{label}/{scan_dir.name}"
+                                  if not group_of(scan_dir)[1] else group_of(scan_dir)[0], split))
+            dimension, by_patient_folder = "3D", by_patient_folder + 1
+        skipped.extend(f"{d}: folder without image files" for d in scan_dirs if d not in scans)
+        if not scans:
             skipped.append(f"{scan_dir}: folder without image files")
-    return samples, dimension
+    return samples, dimension, by_patient_folder
 
 
 _WALKS = threading.local()  # the folder walks of the scan running in this thread
@@ -260,12 +273,15 @@ def _scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
     skipped: list[str] = []
     samples: list[Sample] = []
     dims: set[str] = set()
+    by_patient_folder = 0
     for parent, split in parents:
         class_dirs, loose = _entries(parent)
         skipped.extend(f"{f}: file outside a class folder" for f in loose
                        if is_image(f.name) and parent == root_path and split_dirs == [])
         for class_dir in class_dirs:
-            found, dim = _class_folder_samples(class_dir, class_dir.name, split, skipped)
+            found, dim, grouped_here = _class_folder_samples(class_dir, class_dir.name, split,
+                                                             skipped)
+            by_patient_folder += grouped_here
             if found:
                 samples.extend(found)
                 dims.add(dim)
@@ -286,7 +302,7 @@ def _scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
         root=str(root_path), layout="class_folders", task="diagnosis",
         dimension="3D" if "3D" in dims else "2D", file_format=fmt, classes=classes,
         class_counts={c: counts[c] for c in classes}, samples=samples,
-        group_source="filename prefix" if grouped >= len(samples) / 2 else
-        "none (one group per image)",
+        group_source="patient folder" if by_patient_folder >= len(samples) / 2 else
+        "filename prefix" if grouped >= len(samples) / 2 else "none (one group per image)",
         existing_split=bool(split_dirs) and any(s.split == "test" for s in samples),
         skipped=skipped, num_files=len(samples) + len(skipped))

@@ -260,6 +260,21 @@ def test_mask_with_another_grid_is_skipped(tmp_path):
     assert "differs from image shape" in reason and "(6, 6, 5)" in reason
 
 
+def test_bids_names_pair_by_subject(tmp_path):
+    # VerSe: sub-verse004_ct.nii.gz + sub-verse004_seg-vert_msk.nii.gz
+    for i in range(4):
+        nifti(tmp_path / "images" / f"sub-verse{i:03d}_ct.nii.gz", value=300)
+        nifti(tmp_path / "masks" / f"sub-verse{i:03d}_seg-vert_msk.nii.gz", value=1,
+              dtype=np.uint8)
+    nifti(tmp_path / "images" / "sub-verse999_ct.nii.gz")
+    scan = scan_folder(tmp_path)
+    assert (scan.layout, len(scan.samples)) == ("image_mask_folders", 4)
+    assert all(Path(s.image).name.split("_")[0] == Path(s.extra["label_path"]).name.split("_")[0]
+               for s in scan.samples)
+    assert {s.group for s in scan.samples} == {f"subverse{i:03d}" for i in range(4)}
+    assert any("sub-verse999" in r and "no mask" in r for r in scan.skipped)
+
+
 def test_masks_that_match_no_image_name_raise_with_advice(tmp_path):
     for i in range(3):
         png(tmp_path / "images" / f"a{i}.png")

@@ -49,6 +49,24 @@ def test_scan_of_3d_scan_folders(tmp_path):
     assert all(Path(s.image).is_dir() for s in scan.samples)
 
 
+def test_patient_folders_holding_scan_folders_group_by_patient(tmp_path):
+    # CC-CCII: CLASS/<patient id>/<scan id>/<slices>; ids restart per class, two scans a patient
+    for label in ("NCP", "Normal"):
+        for patient in range(4):
+            for scan_id in range(2):
+                for z in range(3):
+                    png(tmp_path / label / str(patient) / f"{patient}{scan_id}" / f"{z:04d}.png")
+    (tmp_path / "Normal" / "9" / "empty").mkdir(parents=True)
+    scan = scan_folder(tmp_path)
+    assert (scan.dimension, scan.group_source, len(scan.samples)) == ("3D", "patient folder", 16)
+    assert all(Path(s.image).is_dir() and Path(s.image).parent.name in s.group
+               for s in scan.samples)
+    assert len({s.group for s in scan.samples}) == 8  # NCP/1 and Normal/1 are not one patient
+    assert any("empty" in r for r in scan.skipped)
+    split = grouped_stratified_split(scan.samples, 0.25, seed=0)
+    assert split.test and not {s.group for s in split.train} & {s.group for s in split.test}
+
+
 @pytest.mark.parametrize("make,message", [
     (lambda p: None, "does not exist"),
     (lambda p: p.write_text("x"), "is a file"),
