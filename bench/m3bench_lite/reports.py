@@ -60,7 +60,7 @@ def chest_ct_volume(rng: np.random.Generator, found: dict, shape=(40, 40, 24)) -
     if found["nodule"]:
         zs, ys, xs = np.nonzero(lungs[found["nodule"]].transpose(2, 1, 0))
         i = int(rng.integers(0, len(zs)))
-        nodule = _blob(shape, (xs[i], ys[i], zs[i]), (2.4, 2.4, 1.8), rng, wobble=0.1)
+        nodule = _blob(shape, (xs[i], ys[i], zs[i]), (3.4, 3.4, 2.6), rng, wobble=0.1)
         hu[nodule & lungs[found["nodule"]]] = 40.0
     hu[np.broadcast_to(_ellipse(nx, ny, cx, cy - ny * 0.3, 3, 3)[..., None], shape)] = 450.0
     return hu
@@ -93,12 +93,12 @@ def chest_ct_report(rng: np.random.Generator, found: dict) -> tuple[str, str]:
 
 def make_ct_rate(out_dir: str | Path, scale: float = 1.0, seed: int = 301) -> Path:
     out = Path(out_dir)
-    spec = {"dataset": "CT-RATE", "scale": scale, "seed": seed, "v": 1}
+    spec = {"dataset": "CT-RATE", "scale": scale, "seed": seed, "v": 2}
     if prepare(out, spec):
         return out
     rng = np.random.default_rng(seed)
     lists: dict[str, list] = {"train": [], "valid": []}
-    for split, n_patients in (("train", scaled(56, scale, 3)), ("valid", scaled(14, scale, 2))):
+    for split, n_patients in (("train", scaled(72, scale, 3)), ("valid", scaled(18, scale, 2))):
         for p in range(1, n_patients + 1):
             for scan in "ab"[: int(rng.choice([1, 2], p=[0.65, 0.35]))]:
                 found = chest_ct_findings(rng)
