@@ -21,8 +21,10 @@ reap_orphans(open_store(settings.store_path))  # jobs whose worker died show as 
 pages = [
     st.Page("pages/chat.py", title="Build a model", icon=":material/chat:", default=True),
     st.Page("pages/datasets.py", title="Datasets", icon=":material/dataset:"),
+    st.Page("pages/preview.py", title="Preview", icon=":material/visibility:"),
     st.Page("pages/training.py", title="Training", icon=":material/monitoring:"),
     st.Page("pages/models.py", title="Models", icon=":material/model_training:"),
+    st.Page("pages/settings.py", title="Settings", icon=":material/settings:"),
 ]
 current = st.navigation(pages)
 
@@ -36,8 +38,8 @@ with st.sidebar:
         st.markdown(f"**Mode:** LLM agents  \n`{settings.llm}`")
     st.markdown("**Home folder**")
     st.code(str(settings.home), language=None)
-    st.caption("Only metadata (dataset descriptions, plans, tool summaries) is ever sent to an "
-               "LLM — never images or patient data.")
+    st.caption("Only metadata is ever sent to an LLM — never images or patient data. "
+               "Change the model on the Settings page.")
     st.info(RESEARCH_ONLY, icon=":material/info:")
 
 current.run()

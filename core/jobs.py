@@ -1,15 +1,20 @@
-"""Job lifecycle in the store: create, approve / cancel the plan, request a stop, wait.
+"""Job lifecycle in the store: create, approve / cancel the plan, request a stop, wait, resume
+training; and the views the Training page draws from a job (role timeline, logs).
 
 A job row is the only truth about a job: the page that started it may be gone; the worker
 process (``python -m crew.worker``) reads and writes the same row.
 
 Statuses: queued -> running -> [awaiting_approval -> running] -> succeeded | failed |
-no_dataset | cancelled | stopped.
+no_dataset | cancelled | stopped; stopped | failed -> queued -> running (resume: only the Model
+Trainer's training, from the newest checkpoint, and its evaluation run again).
 """
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import time
+from pathlib import Path
 
 from core.settings import Settings
 from core.store import TERMINAL_STATUSES, Store
@@ -94,3 +99,125 @@ def reap_orphans(store: Store) -> list[str]:
 
 def is_finished(job: dict | None) -> bool:
     return bool(job) and job.get("status") in TERMINAL_STATUSES
+
+
+# ------------------------------------------------------------------------------ dashboard views
+RESUMABLE_STATUSES = {"stopped", "failed"}
+
+
+def role_timeline(events: list[dict], roles: list[str], job: dict | None = None,
+                  now: float | None = None) -> list[dict]:
+    """One row per role from the job's events: when its stage first started and last ended, how
+    many seconds it has run in all (a resumed stage runs more than once), its tool calls, LLM
+    tokens, and its status (``waiting``, ``running``, ``succeeded``, ``failed``, or
+    ``interrupted`` when the job ended while the stage was running)."""
+    now = time.time() if now is None else now
+    finished = is_finished(job)
+    rows = []
+    for role in roles:
+        mine = [e for e in events if e.get("role") == role]
+        stage = [e for e in mine if e.get("kind") == "stage"]
+        starts = [e for e in stage if e.get("tool") == "start"]
+        ends = [e for e in stage if e.get("tool") == "end"]
+        row = {"role": role, "status": "waiting", "started": None, "ended": None,
+               "seconds": 0.0, "runs": len(starts),
+               "actions": sum(1 for e in mine if e.get("kind") == "tool"),
+               "tokens": sum(int(e.get("tokens") or 0) for e in mine if e.get("kind") == "llm")}
+        if starts:
+            row["started"] = starts[0]["ts"]
+            row["seconds"] = float(sum(float(e.get("seconds") or 0.0) for e in ends))
+            last_start = starts[-1]
+            closed = [e for e in ends if e["id"] > last_start["id"]]
+            if closed:
+                row["ended"] = closed[-1]["ts"]
+                row["status"] = "succeeded" if closed[-1].get("ok") else "failed"
+            elif finished:
+                row["status"] = "interrupted"
+                if job.get("finished_at"):
+                    row["ended"] = job["finished_at"]
+                    row["seconds"] += max(0.0, job["finished_at"] - last_start["ts"])
+            else:
+                row["status"] = "running"
+                row["seconds"] += max(0.0, now - last_start["ts"])
+        rows.append(row)
+    return rows
+
+
+def checkpoint_problem(workspace: str | Path) -> str:
+    """Why a job's training cannot resume from its workspace ('' when it can)."""
+    ws = JobWorkspace(Path(workspace))
+    if not ws.train_config.is_file():
+        return "training never started (there is no train_config.json)"
+    try:
+        config = json.loads(ws.train_config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"train_config.json cannot be read ({exc})"
+    if config.get("engine") == "nnunet" or config.get("template") == "mvfa":
+        engine = "nnU-Net" if config.get("engine") == "nnunet" else "MVFA"
+        return f"the {engine} engine cannot resume; start the request again"
+    folder = ws.logout / "checkpoints"
+    found = sorted((p for p in folder.glob("checkpoint-*") if p.is_dir()
+                    and p.name.removeprefix("checkpoint-").isdigit()),
+                   key=lambda p: int(p.name.removeprefix("checkpoint-")))
+    if not found:
+        return "no checkpoint was saved (training stopped before its first epoch ended)"
+    if not (found[-1] / "trainer_state.json").is_file():
+        return (f"the newest checkpoint {found[-1].name} is incomplete (no trainer_state.json); "
+                "delete that folder to resume from the one before it")
+    return ""
+
+
+def resume_problem(job: dict | None) -> str:
+    """Why a job cannot be resumed ('' when it can): it must have stopped or failed, and its
+    workspace must hold a complete checkpoint of a template that resumes."""
+    if not job:
+        return "there is no such job"
+    if job.get("status") not in RESUMABLE_STATUSES:
+        return (f"only a stopped or failed job can be resumed; this one is "
+                f"{job.get('status') or 'unknown'}")
+    return checkpoint_problem(job.get("workspace") or "")
+
+
+def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
+    """Make a stopped or failed job ready to train again from its newest checkpoint: set
+    ``"resume": true`` in its train_config.json, clear the stop flag and the error, and queue
+    it. The caller then starts the worker with ``crew.worker.launch(..., resume=True)``, which
+    runs only the Model Trainer's training and evaluation. Raises JobError, changing nothing,
+    when the job cannot resume."""
+    from core.datacards import write_json_atomic
+
+    job = store.job(job_id)
+    problem = resume_problem(job)
+    if problem:
+        raise JobError(f"job {job_id} cannot resume: {problem}")
+    ws = JobWorkspace(Path(job["workspace"]))
+    config = json.loads(ws.train_config.read_text(encoding="utf-8"))
+    write_json_atomic(ws.train_config, {**config, "resume": True})
+    store.update_job(job_id, status="queued", stage="Model Trainer", stop_requested=0, error="",
+                     finished_at=None)
+    store.audit(actor, "resume_job", job_id, f"from {job['status']}")
+    return store.job(job_id)
+
+
+def tail_file(path: str | Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
+    """The last ``lines`` lines of a text file, reading at most its last ``max_bytes`` bytes
+    (a training log can grow to gigabytes); '' when the file does not exist."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read(max_bytes)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes and text:
+        text = text[1:]  # the first line was cut by the byte limit
+    return "\n".join(text[-lines:]) if lines > 0 else ""
+
+
+def job_logs(job: dict) -> dict[str, Path]:
+    """The logs a job writes, by what they hold."""
+    ws = JobWorkspace(Path(job["workspace"]))
+    return {"Training log": ws.logout / "train.log", "Worker log": ws.root / "worker.log"}

@@ -5,8 +5,13 @@
     <home>/workspace/jobs/<id>/  one folder per job (plan.json, Datapath/, Logout/, report.json)
     <home>/demo/                 generated demo datasets
     <home>/datasets/             default parent for the paper's datasets (their cards point here)
+    <home>/datasets/uploads/     datasets uploaded as zip files (core.uploads)
+    <home>/settings.json         what the Settings page saved (non-secret; core.user_settings)
 
 The repository's own ``datacards/`` folder holds the built-in example cards (read-only).
+
+Precedence: an explicit argument (``--home``, ``--llm``) > the environment (``M3B_HOME``,
+``M3B_LLM``, ``M3B_LLM_BASE_URL``, ``M3B_LLM_KEY_ENV``) > ``<home>/settings.json`` > defaults.
 """
 from __future__ import annotations
 
@@ -14,11 +19,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.user_settings import AUTOPILOT, UPLOAD_DEFAULTS, load_saved
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILTIN_DATACARDS = REPO_ROOT / "datacards"
 TEMPLATES_DIR = REPO_ROOT / "ml_templates"
 DEFAULT_HOME = Path("~/.m3builder")
-AUTOPILOT = "autopilot"
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,16 @@ class Settings:
     home: Path
     llm: str = AUTOPILOT
     llm_base_url: str | None = None
+    llm_key_env: str = ""         # name of the variable holding the key ("" = provider default)
+    llm_source: str = "default"   # where llm came from: argument, environment, settings file
+    upload_max_mb: int = UPLOAD_DEFAULTS["upload_max_mb"]
+    upload_max_unpacked_mb: int = UPLOAD_DEFAULTS["upload_max_unpacked_mb"]
+    upload_max_files: int = UPLOAD_DEFAULTS["upload_max_files"]
+    upload_max_ratio: int = UPLOAD_DEFAULTS["upload_max_ratio"]
+
+    @property
+    def settings_path(self) -> Path:
+        return self.home / "settings.json"
 
     @property
     def store_path(self) -> Path:
@@ -54,9 +70,21 @@ class Settings:
 
 
 def get_settings(home: str | os.PathLike | None = None, llm: str | None = None) -> Settings:
-    """Resolve settings: explicit argument > environment (M3B_HOME, M3B_LLM) > defaults."""
+    """Resolve settings: explicit argument > environment (M3B_HOME, M3B_LLM, M3B_LLM_BASE_URL,
+    M3B_LLM_KEY_ENV) > <home>/settings.json (invalid entries ignored) > defaults."""
     raw_home = home or os.environ.get("M3B_HOME") or DEFAULT_HOME
     resolved = Path(raw_home).expanduser().resolve()
-    chosen_llm = (llm or os.environ.get("M3B_LLM") or AUTOPILOT).strip()
-    base_url = os.environ.get("M3B_LLM_BASE_URL") or None
-    return Settings(home=resolved, llm=chosen_llm, llm_base_url=base_url).ensure()
+    saved, _problems = load_saved(resolved)  # the Settings page shows the problems
+    if llm and llm.strip():
+        chosen_llm, source = llm.strip(), "argument"
+    elif os.environ.get("M3B_LLM", "").strip():
+        chosen_llm, source = os.environ["M3B_LLM"].strip(), "environment"
+    elif saved.get("llm"):
+        chosen_llm, source = saved["llm"], "settings file"
+    else:
+        chosen_llm, source = AUTOPILOT, "default"
+    base_url = os.environ.get("M3B_LLM_BASE_URL") or saved.get("llm_base_url") or None
+    key_env = os.environ.get("M3B_LLM_KEY_ENV") or saved.get("llm_key_env") or ""
+    uploads = {k: saved.get(k, v) for k, v in UPLOAD_DEFAULTS.items()}
+    return Settings(home=resolved, llm=chosen_llm, llm_base_url=base_url, llm_key_env=key_env,
+                    llm_source=source, **uploads).ensure()

@@ -38,6 +38,8 @@ DEFAULT_TEMPLATE = {"diagnosis": "diagnosis", "segmentation": "segmentation",
 
 
 ENGINES = {"segmentation": ("monai", "nnunet")}
+# the nnU-Net engine's networks and the nnU-Net configuration each trains
+NNUNET_NETWORKS = {"nnunet_2d": "2d", "nnunet_3d_fullres": "3d_fullres"}
 # nnU-Net shines with a GPU and hours; on CPU or a short budget the small MONAI UNet wins.
 NNUNET_MIN_BUDGET_S = 3600
 
@@ -67,6 +69,13 @@ def default_network(template: str, engine: str, device: str, dimension: str) -> 
     if engine == "nnunet":
         return "nnunet_2d" if dimension == "2D" else "nnunet_3d_fullres"
     return DEFAULT_NETWORK[template][device == "cuda"]
+
+
+def template_networks(template: str, engine: str = "") -> list[str]:
+    """The networks a template's trainer builds (the nnU-Net engine's when ``engine`` is it)."""
+    if engine == "nnunet":
+        return sorted(NNUNET_NETWORKS)
+    return sorted(importlib.import_module(f"ml_templates.{template}.model").NETWORKS)
 
 
 def template_for(task: str, layout: str) -> str:

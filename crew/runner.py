@@ -127,8 +127,8 @@ class JobRunner:
         from crew.llm import make_llm
 
         events.register_handlers()
-        factory = self.llm_factory or (lambda _role: make_llm(self.job["llm"],
-                                                              self.settings.llm_base_url))
+        factory = self.llm_factory or (lambda _role: make_llm(
+            self.job["llm"], self.settings.llm_base_url, api_key_env=self.settings.llm_key_env))
         crew, self.agents = build_crew(self.ctx, factory, self._may_continue)
         self._begin(0)
         try:

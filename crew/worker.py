@@ -1,5 +1,7 @@
-"""A job's own process: ``python -m crew.worker JOB_ID --home DIR``. The app starts it detached
-(``launch``), so a job outlives the page and the server that started it."""
+"""A job's own process: ``python -m crew.worker JOB_ID --home DIR [--resume]``. The app starts it
+detached (``launch``), so a job outlives the page and the server that started it. ``--resume``
+runs only the Model Trainer's training again, from the newest checkpoint (crew/resume.py), for
+a job ``core.jobs.prepare_resume`` queued."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +16,7 @@ from core.store import open_store
 from tools.process import child_env
 
 
-def launch(settings: Settings, job_id: str) -> int:
+def launch(settings: Settings, job_id: str, resume: bool = False) -> int:
     """Start the worker detached from the caller; returns its pid."""
     store = open_store(settings.store_path)
     log = open(settings.jobs_dir / job_id / "worker.log", "ab")
@@ -23,7 +25,8 @@ def launch(settings: Settings, job_id: str) -> int:
     if (store.job(job_id) or {}).get("llm", "autopilot") != "autopilot":
         env = {**os.environ, **env}
     proc = subprocess.Popen([sys.executable, "-m", "crew.worker", job_id, "--home",
-                             str(settings.home)], cwd=str(REPO_ROOT), stdout=log,
+                             str(settings.home), *(["--resume"] if resume else [])],
+                            cwd=str(REPO_ROOT), stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     store.update_job(job_id, pid=proc.pid)
@@ -34,8 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="run one M3Builder job")
     parser.add_argument("job_id")
     parser.add_argument("--home")
+    parser.add_argument("--resume", action="store_true",
+                        help="train again from the newest checkpoint (core.jobs.prepare_resume)")
     args = parser.parse_args(argv)
-    from crew.runner import run_job
+    if args.resume:
+        from crew.resume import resume_job as run_job
+    else:
+        from crew.runner import run_job
     result = run_job(get_settings(args.home), args.job_id)
     print(json.dumps(result, indent=2))
     return 0 if result["status"] in ("succeeded", "no_dataset") else 1

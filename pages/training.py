@@ -1,24 +1,48 @@
-"""Training: live curves for one job, its progress, a Stop button and the training log."""
+"""Training: a live dashboard of the jobs. The jobs list; for the chosen job its status, each
+role's timeline, a progress bar with an ETA, live curves (loss, validation metrics, learning
+rate), the machine's load, Stop and Resume, and the tail of its logs. While the job runs the
+dashboard part refreshes itself every few seconds (a fragment), the rest of the page stays put.
+"""
 from __future__ import annotations
 
-from pathlib import Path
+import time
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.jobs import is_finished, request_stop
-from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, job_label, read_json
-from tools.process import tail
+import crew.worker
+from core.curves import MAX_POINTS, JobCurves, chart_groups, training_progress
+from core.jobs import (RESUMABLE_STATUSES, JobError, is_finished, job_logs, prepare_resume,
+                       request_stop, resume_problem, role_timeline, tail_file)
+from core.system_stats import fmt_bytes, process_tree, system_stats
+from crew.stages import STAGES
+from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, fmt_when, read_json
 
-MAX_POINTS = 2000
-LOG_LINES = 40
+REFRESH_S = 2
+LOG_LINES = 60
+LOG_BYTES = 64 * 1024
+LABELS = {"loss": "Training loss", "train_loss": "Training loss (mean)",
+          "eval_loss": "Validation loss", "val_loss": "Validation loss",
+          "learning_rate": "Learning rate", "lr": "Learning rate",
+          "eval_auc": "AUC", "eval_accuracy": "Accuracy", "eval_f1_macro": "F1 (macro)",
+          "eval_dice": "Dice", "eval_map50": "mAP@0.5", "eval_image_auc": "Image AUC",
+          "eval_rouge_l": "ROUGE-L", "mean_fg_dice": "Dice (foreground mean)",
+          "ema_fg_dice": "Dice (moving average)", "grad_norm": "Gradient norm"}
+OTHER_TITLE = "Other logged values"
+ROLE_STATUS = {"waiting": "Waiting", "running": "Running", "succeeded": "Done",
+               "failed": "Failed", "interrupted": "Interrupted"}
 
 settings, store = context()
 
 st.title("Training")
-st.caption("Live curves from the Model Trainer: training loss should fall and validation AUC "
-           "should rise. While a job runs the page refreshes every 2 seconds.")
+st.caption("Live curves from the Model Trainer: training loss should fall and validation scores "
+           f"should rise. While a job runs its dashboard refreshes every {REFRESH_S} seconds.")
+
+if "training_notice" in st.session_state:  # set by the Resume button's callback
+    kind, text = st.session_state.pop("training_notice")
+    (st.success if kind == "success" else st.error)(text)
 
 jobs = store.jobs(limit=50)
 if not jobs:
@@ -26,39 +50,172 @@ if not jobs:
     st.page_link("pages/chat.py", label="Build a model", icon=":material/chat:")
     st.stop()
 
+
+# ------------------------------------------------------------------------------ jobs list
+def jobs_table() -> None:
+    rows = [{"Created": fmt_when(j["created_at"]),
+             "Status": STATUS_TEXT.get(j["status"], j["status"]),
+             "Stage": j["stage"] or "—", "Elapsed": fmt_duration(elapsed(j)),
+             "Dataset": j.get("dataset") or "—", "Task": j.get("task") or "—",
+             "Request": j["request"], "Job": j["id"]} for j in store.jobs(limit=50)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 height=min(38 + 35 * len(rows), 300))
+
+
+any_running = any(not is_finished(j) for j in jobs)
+with st.expander(f"Jobs ({len(jobs)})", expanded=True, icon=":material/list:"):
+    st.fragment(jobs_table, run_every=REFRESH_S * 2.5 if any_running else None)()
+
+
+def job_choice(i: str) -> str:
+    """A job in the select box; no status in it, so the choice survives a status change."""
+    job = by_id[i]
+    request = job["request"] if len(job["request"]) <= 60 else job["request"][:57] + "..."
+    return f"{fmt_when(job['created_at'])} · {request} · {i[-6:]}"
+
+
 by_id = {j["id"]: j for j in jobs}
 running = [j["id"] for j in jobs if j["status"] == "running"]
 default = running[0] if running else jobs[0]["id"]
-job_id = st.selectbox("Job", list(by_id), index=list(by_id).index(default),
-                      format_func=lambda i: job_label(by_id[i]),
+if st.session_state.get("training_job") not in by_id:  # first visit, or the job is gone
+    st.session_state["training_job"] = default
+job_id = st.selectbox("Job", list(by_id), key="training_job", format_func=job_choice,
                       help="Defaults to the most recent running job, else the latest one.")
 
 
-SCORE_LABELS = {"eval_auc": "AUC", "eval_accuracy": "Accuracy", "eval_f1_macro": "F1 (macro)",
-                "eval_dice": "Dice", "eval_map50": "mAP@0.5", "eval_rouge_l": "ROUGE-L"}
+# ------------------------------------------------------------------------------ actions
+def resume(selected: str) -> None:
+    """Resume button: queue the job to train again from its newest checkpoint, start it."""
+    try:
+        prepare_resume(store, selected)
+    except JobError as exc:
+        st.session_state["training_notice"] = ("error", str(exc))
+        return
+    try:
+        crew.worker.launch(settings, selected, resume=True)
+    except OSError as exc:
+        store.update_job(selected, status="failed", finished_at=time.time(),
+                         error=f"could not start the worker: {exc}")
+        st.session_state["training_notice"] = ("error", f"Could not start the worker: {exc}")
+        return
+    st.session_state["training_notice"] = (
+        "success", "Resuming: the Model Trainer continues from the newest checkpoint, then the "
+                   "model is tested again.")
 
 
-def downsample(frame: pd.DataFrame, limit: int = MAX_POINTS) -> pd.DataFrame:
-    """Keep at most ~limit points, evenly spaced, always including the last one."""
-    if len(frame) <= limit:
-        return frame
-    step = -(-len(frame) // limit)
-    return pd.concat([frame.iloc[::step], frame.iloc[[-1]]]).drop_duplicates()
+def actions(job: dict) -> None:
+    if not is_finished(job):
+        if job["stop_requested"]:
+            st.caption("Stop requested: training ends within a few seconds and the best "
+                       "checkpoint so far is tested.")
+        else:
+            st.button("Stop", icon=":material/stop_circle:", key=f"stop-{job['id']}",
+                      on_click=request_stop, args=(store, job["id"]),
+                      help="During training: training ends early, the job ends as stopped, and "
+                           "the best checkpoint so far is tested and saved. Before training: "
+                           "the job ends.")
+        return
+    if job["status"] not in RESUMABLE_STATUSES:
+        return
+    problem = resume_problem(job)
+    if problem:
+        st.caption(f"Cannot resume: {problem}.")
+    else:
+        st.button("Resume", icon=":material/play_circle:", key=f"resume-{job['id']}",
+                  on_click=resume, args=(job["id"],),
+                  help="Train again from the newest checkpoint (the plan, index and dataloader "
+                       "are reused), then test the model again.")
 
 
-def line_chart(frame: pd.DataFrame, series: dict[str, str], title: str, y_title: str,
+# ------------------------------------------------------------------------------ parts
+def curves_of(selected: str) -> JobCurves:
+    """The job's curves, kept in the session and read incrementally on each refresh."""
+    cached = st.session_state.get("training_curves")
+    if not isinstance(cached, JobCurves) or cached.job_id != selected:
+        cached = JobCurves(selected)
+        st.session_state["training_curves"] = cached
+    cached.refresh(settings.store_path)
+    return cached
+
+
+def progress(job: dict, curves: JobCurves) -> None:
+    ws = job["workspace"]
+    config = read_json(f"{ws}/train_config.json")
+    summary = read_json(f"{ws}/Logout/train_summary.json")
+    if is_finished(job) and summary:
+        epochs = summary.get("epochs_run")
+        epochs = f" after {epochs:.1f} epochs" if isinstance(epochs, (int, float)) else ""
+        st.progress(1.0, text=f"Training ended{epochs}: "
+                              f"{summary.get('stop_reason') or 'completed'}")
+        return
+    p = training_progress(curves, config.get("epochs"), config.get("time_budget_s"))
+    parts = [f"Step {p.step}" + (f" of at most {p.max_steps}" if p.max_steps else "")]
+    parts.append(f"epoch {p.epoch:.1f}" + (f" of {p.epochs:g}" if p.epochs else ""))
+    if is_finished(job):
+        if job["status"] != "succeeded":
+            parts.append("training did not finish")
+    elif p.eta_s is None:
+        parts.append("ETA estimating…")
+    else:
+        parts.append(f"about {fmt_duration(p.eta_s)} left"
+                     + (" (the time budget ends it)" if p.eta_limited_by_budget else
+                        " at most (early stopping can end it sooner)"))
+    st.progress(p.fraction, text=" · ".join(parts))
+
+
+def timeline(job: dict) -> None:
+    events = store.rows("select id, ts, role, kind, tool, seconds, tokens, ok from job_events "
+                        "where job_id = ? order by id", [job["id"]])
+    rows = role_timeline(events, [s.role for s in STAGES], job)
+    table = pd.DataFrame([{
+        "Role": r["role"], "Status": ROLE_STATUS.get(r["status"], r["status"]),
+        "Started": time.strftime("%H:%M:%S", time.localtime(r["started"]))
+        if r["started"] else "—",
+        "Ended": time.strftime("%H:%M:%S", time.localtime(r["ended"])) if r["ended"] else "—",
+        "Time": fmt_duration(r["seconds"]) if r["started"] else "—",
+        "Seconds": round(r["seconds"], 1), "Actions": r["actions"], "Tokens": r["tokens"],
+        "Runs": r["runs"]} for r in rows])
+    if job.get("llm", "autopilot") == "autopilot":
+        table = table.drop(columns=["Tokens"])
+    if table["Runs"].max() <= 1:
+        table = table.drop(columns=["Runs"])
+    total = max(float(table["Seconds"].sum()), 1e-9)
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        "Seconds": st.column_config.ProgressColumn(
+            "Share of time", format="%.1f s", min_value=0.0, max_value=total,
+            help="Seconds this role has worked, against all roles together."),
+        "Actions": st.column_config.NumberColumn(help="Tool calls made by the role."),
+    })
+
+
+def label(name: str) -> str:
+    return LABELS.get(name) or name.removeprefix("eval_").replace("_", " ")
+
+
+def line_chart(curves: JobCurves, names: list[str], title: str, y_title: str,
                markers: bool = False) -> go.Figure | None:
-    fig = go.Figure()
-    for name, label in series.items():
-        part = downsample(frame[frame["name"] == name].sort_values("step"))
-        if not part.empty:
-            fig.add_trace(go.Scatter(x=part["step"], y=part["value"], name=label,
-                                     mode="lines+markers" if markers else "lines"))
-    if not fig.data:
+    drawn = {}
+    for name in names:
+        x, y = curves.series[name].for_drawing(MAX_POINTS)
+        if len(x):
+            drawn[name] = (x, y)
+    if not drawn:
         return None
+    # scores in [0, 1] share the left axis; anything else (e.g. HD95 in mm) gets the right one
+    wide = {n for n, (_, y) in drawn.items() if float(np.max(np.abs(y))) > 1.0}
+    right = wide if wide and len(wide) < len(drawn) and markers else set()
+    fig = go.Figure()
+    for name, (x, y) in drawn.items():
+        fig.add_trace(go.Scatter(x=x, y=y, name=label(name),
+                                 mode="lines+markers" if markers else "lines",
+                                 yaxis="y2" if name in right else "y"))
+    if len(drawn) == 1 and title == OTHER_TITLE:  # one curve: plotly shows no legend
+        title = f"{title}: {label(next(iter(drawn)))}"
     fig.update_layout(title=title, height=320, margin=dict(l=10, r=10, t=50, b=10),
                       xaxis_title="Step", yaxis_title=y_title, hovermode="x unified",
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    if right:
+        fig.update_layout(yaxis2=dict(overlaying="y", side="right", showgrid=False))
     return fig
 
 
@@ -69,70 +226,98 @@ def show_chart(fig: go.Figure | None, empty_text: str) -> None:
         st.plotly_chart(fig, width="stretch", config={"displaylogo": False})
 
 
+def charts(job: dict, curves: JobCurves) -> None:
+    groups = chart_groups(curves.series)
+    left, middle, right = st.columns(3)
+    with left:
+        show_chart(line_chart(curves, groups["loss"], "Loss", "Loss"), "No loss logged yet.")
+    with middle:
+        show_chart(line_chart(curves, groups["validation"], "Validation metrics", "Score",
+                              markers=True),
+                   "Validation metrics appear after the first epoch.")
+    with right:
+        show_chart(line_chart(curves, groups["learning_rate"], "Learning rate",
+                              "Learning rate"), "No learning rate logged yet.")
+    if groups["other"]:
+        show_chart(line_chart(curves, groups["other"], OTHER_TITLE, "Value"), "")
+    longest = max((len(s) for s in curves.series.values()), default=0)
+    if longest > MAX_POINTS:
+        st.caption(f"Long run: each curve is drawn with at most {MAX_POINTS} of its "
+                   f"{longest:,} points (every bucket's minimum and maximum are kept, so no "
+                   "spike is hidden).")
+
+
+def system_panel(job: dict) -> None:
+    stats = system_stats()
+    st.markdown("**System**")
+    if stats.gpus:
+        cols = st.columns(2 * len(stats.gpus))
+        for i, gpu in enumerate(stats.gpus):
+            cols[2 * i].metric(f"GPU {gpu.index} utilisation", f"{gpu.utilization_pct:.0f}%",
+                               help=gpu.name)
+            cols[2 * i + 1].metric(f"GPU {gpu.index} memory",
+                                   f"{fmt_bytes(gpu.memory_used_bytes)} of "
+                                   f"{fmt_bytes(gpu.memory_total_bytes)}",
+                                   help=f"{gpu.memory_pct:.0f}% used")
+        st.caption(f"CPU {stats.cpu_percent:.0f}% of {stats.cpu_count} cores · RAM "
+                   f"{fmt_bytes(stats.ram_used_bytes)} of {fmt_bytes(stats.ram_total_bytes)}")
+    else:
+        cpu, ram = st.columns(2)
+        cpu.metric("CPU", f"{stats.cpu_percent:.0f}%", help=f"All {stats.cpu_count} cores")
+        ram.metric("RAM", f"{fmt_bytes(stats.ram_used_bytes)} of "
+                          f"{fmt_bytes(stats.ram_total_bytes)}", help=f"{stats.ram_pct:.0f}% used")
+        st.caption(f"This machine's CPU and memory; {stats.gpu_note}.")
+    if not is_finished(job):
+        tree = process_tree(job.get("pid"))
+        if tree:
+            st.caption(f"This job: {tree.processes} process(es) using "
+                       f"{fmt_bytes(tree.rss_bytes)} of memory.")
+
+
+def logs(job: dict) -> None:
+    with st.expander(f"Logs (last {LOG_LINES} lines)", icon=":material/article:"):
+        found = job_logs(job)
+        for tab, (name, path) in zip(st.tabs(list(found)), found.items()):
+            with tab:
+                st.code(tail_file(path, LOG_LINES, LOG_BYTES) or "The log is empty.",
+                        language=None)
+                st.caption(f"Full log: `{path}`")
+
+
+# ------------------------------------------------------------------------------ the dashboard
 def render(job: dict) -> None:
-    finished = is_finished(job)
     c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
     c1.metric("Status", STATUS_TEXT.get(job["status"], job["status"]))
-    c2.metric("Stage", job["stage"] or ("—" if finished else "starting"))
+    c2.metric("Stage", job["stage"] or ("—" if is_finished(job) else "starting"))
     c3.metric("Elapsed", fmt_duration(elapsed(job)))
     with c4:
-        if not finished and job["stop_requested"]:
-            st.caption("Stop requested: training ends within a few seconds and the best "
-                       "checkpoint so far is tested.")
-        elif not finished:
-            st.button("Stop", icon=":material/stop_circle:", key=f"stop-{job['id']}",
-                      on_click=request_stop, args=(store, job["id"]),
-                      help="During training: training ends early, the job ends as stopped, and "
-                           "the best checkpoint so far is tested and saved. Before training: "
-                           "the job ends.")
+        actions(job)
+    if job["status"] == "awaiting_approval":
+        st.info("The plan waits for your approval on the Build a model page.",
+                icon=":material/approval:")
+    if job["status"] in ("failed", "stopped") and job.get("error"):
+        st.error(job["error"])
 
-    frame = pd.DataFrame(store.metrics(job["id"]), columns=["step", "epoch", "name", "value", "ts"])
-    if frame.empty:
-        if finished:
+    curves = curves_of(job["id"])
+    if not curves.empty:
+        progress(job, curves)
+    timeline(job)
+    if curves.empty:
+        if is_finished(job):
             st.info("This job did not reach training, so there are no curves.")
         else:
             st.info("No training metrics yet: curves appear once the Model Trainer starts.",
                     icon=":material/hourglass_top:")
-        return
-
-    max_steps = frame.loc[frame["name"] == "max_steps", "value"]
-    steps = frame.loc[frame["name"] != "max_steps", "step"]
-    step = int(steps.max()) if not steps.empty else 0
-    epoch = frame["epoch"].fillna(0).max()
-    if not max_steps.empty and max_steps.iloc[-1] > 0:
-        total = int(max_steps.iloc[-1])
-        text = f"Step {step} of at most {total} · epoch {epoch:.1f}"
-        summary = read_json(Path(job["workspace"]) / "Logout" / "train_summary.json")
-        if summary.get("stop_reason"):
-            text += f" · training ended: {summary['stop_reason']}"
-        st.progress(1.0 if summary else min(step / total, 1.0), text=text)
-
-    left, middle, right = st.columns(3)
-    with left:
-        show_chart(line_chart(frame, {"loss": "Training loss", "eval_loss": "Validation loss"},
-                              "Loss", "Loss"), "No loss logged yet.")
-    with middle:
-        skip = {"eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second"}
-        scores = {name: SCORE_LABELS.get(name, name.removeprefix("eval_"))
-                  for name in sorted(set(frame["name"])) if name.startswith("eval_")
-                  and name not in skip}
-        show_chart(line_chart(frame, scores, "Validation metrics", "Score", markers=True),
-                   "Validation metrics appear after the first epoch.")
-    with right:
-        show_chart(line_chart(frame, {"learning_rate": "Learning rate"}, "Learning rate",
-                              "Learning rate"), "No learning rate logged yet.")
-
-    log = Path(job["workspace"]) / "Logout" / "train.log"
-    with st.expander(f"Training log (last {LOG_LINES} lines)", icon=":material/article:"):
-        text = tail(log, LOG_LINES)
-        st.code(text or "The log is empty.", language=None)
-        st.caption(f"Full log: `{log}`")
+    else:
+        charts(job, curves)
+    system_panel(job)
+    logs(job)
     if job["status"] == "succeeded":
         st.page_link("pages/models.py", label="See the test results on the Models page",
                      icon=":material/model_training:")
 
 
-@st.fragment(run_every=2)
+@st.fragment(run_every=REFRESH_S)
 def live(selected: str) -> None:
     job = store.job(selected)
     if job is None:

@@ -15,6 +15,21 @@ import streamlit as st
 from core.settings import Settings, get_settings
 from core.store import Store, open_store
 
+
+def _run_through_app_entry() -> None:
+    """A page opened by its URL (``/datasets``) before anyone opened ``/`` is run by Streamlit's
+    legacy pages-folder mode, without app.py (no menu, no sidebar, no page config), because this
+    package is named ``pages/``. Leave that mode and rerun: app.py's st.navigation then runs the
+    same page (pages are keyed by URL path in both modes)."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_run_through_app_entry()
+
 METRIC_LABELS = {"auc": "AUC", "accuracy": "Accuracy", "f1_macro": "F1 (macro)",
                  "dice": "Dice (mean)", "hd95": "HD95 (mm)", "map50": "mAP@0.5",
                  "image_auc": "Image AUC", "rouge_l": "ROUGE-L",

@@ -125,7 +125,7 @@ def test_empty_home_widgets(home):
     at = run_app("pages/chat.py")
     assert len(at.chat_input) == 1
     at = run_app("pages/datasets.py")
-    assert len(at.dataframe) == 1 and len(at.text_input) == 2
+    assert len(at.dataframe) == 1 and at.text_input(key="scan_path").value == ""
     assert any(b.label == "Build the demo dataset" for b in at.button)
     at = run_app("pages/training.py")
     assert "No jobs yet" in texts(at)
@@ -172,11 +172,17 @@ def test_training_page_stop_button(home):
 
 # ------------------------------------------------------------------------------ datasets
 def fill_register_form(at: AppTest, path: str, name: str, description: str = "") -> AppTest:
-    at.text_input[0].input(path)
-    at.text_input[1].input(name)
-    at.text_area[0].input(description)
-    next(b for b in at.button if b.label == "Check and register").click()
-    return at.run()
+    """Step 1 (Scan) and, when it drafted a card, step 2 (Validate and save)."""
+    at.text_input(key="scan_path").input(path)
+    at.text_input(key="scan_name").input(name)
+    at.text_area(key="scan_description").input(description)
+    next(b for b in at.button if b.label == "Scan").click()
+    at.run()
+    save = [b for b in at.button if b.label == "Validate and save"]
+    if save:
+        save[0].click()
+        at.run()
+    return at
 
 
 def test_register_demo_folder_through_the_form(home):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from core.catalog import find_entry
 from core.indexing import IndexBuildError
+from core.plan_edits import user_edits
 from core.scan import ScanError, ScanResult, scan_folder
 from core.tasks import check_index, write_index
 from tools.base import M3Tool, NoArgs
@@ -93,9 +94,11 @@ class InspectDataset(M3Tool):
 
 
 class IndexArgs(BaseModel):
-    test_fraction: float = Field(default=0.2, gt=0.0, lt=0.9,
-                                 description="share of patients held out for testing")
-    seed: int = Field(default=42, description="random seed of the split")
+    test_fraction: float | None = Field(default=None, gt=0.0, lt=0.9,
+                                        description="share of patients held out for testing; "
+                                        "default: the plan's (0.2)")
+    seed: int | None = Field(default=None, description="random seed of the split; default: the "
+                             "plan's (42)")
     keep_existing_split: bool = Field(default=True,
                                       description="keep a train/test split the dataset has")
 
@@ -109,9 +112,16 @@ class BuildIndex(M3Tool):
                         "and return its verdict.")
     args_schema: type[BaseModel] = IndexArgs
 
-    def execute(self, test_fraction: float = 0.2, seed: int = 42,
+    def execute(self, test_fraction: float | None = None, seed: int | None = None,
                 keep_existing_split: bool = True) -> dict:
-        template = self.ctx.plan().get("template", "")
+        plan = self.ctx.plan()
+        template, split = plan.get("template", ""), plan.get("split") or {}
+        fixed = user_edits(plan)  # what the user set when approving the plan is binding
+        if "test_fraction" in fixed:  # the user chose the share: re-split to it
+            test_fraction, keep_existing_split = fixed["test_fraction"], False
+        seed = fixed.get("seed", seed)
+        test_fraction = split.get("test_fraction", 0.2) if test_fraction is None else test_fraction
+        seed = split.get("seed", 42) if seed is None else seed
         try:
             description = _planned_description(self.ctx)
             scan = scan_folder(_planned_dataset(self.ctx), description)

@@ -2,7 +2,6 @@
 stream to the store), and score the test set with the system's evaluator."""
 from __future__ import annotations
 
-import importlib
 import json
 import socket
 import time
@@ -15,7 +14,8 @@ from core.evaluation import EvaluationError
 from core.gates import check_report, check_training
 from core.manifest import build_manifest
 from core.model_card import render_model_card
-from core.tasks import DEFAULT_TRAINING, evaluate
+from core.plan_edits import user_edits
+from core.tasks import DEFAULT_TRAINING, NNUNET_NETWORKS, evaluate, template_networks
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.process import run_module
@@ -30,15 +30,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-NNUNET_NETWORKS = {"nnunet_2d": "2d", "nnunet_3d_fullres": "3d_fullres"}
-
-
-def template_networks(template: str, engine: str = "") -> list[str]:
-    if engine == "nnunet":
-        return sorted(NNUNET_NETWORKS)
-    return sorted(importlib.import_module(f"ml_templates.{template}.model").NETWORKS)
-
-
 def training_module(config: dict) -> str:
     """The program that trains this config: the template's MONAI/Transformers trainer, or the
     nnU-Net v2 engine for segmentation plans that chose it."""
@@ -50,7 +41,8 @@ def training_module(config: dict) -> str:
 class ConfigArgs(BaseModel):
     network: str | None = Field(default=None, description="a network of the task's template "
                                 "(e.g. densenet_small, unet_small, retinanet_small, "
-                                "report_small); default: the plan's model")
+                                "report_small); default: the plan's model. A network, epochs or "
+                                "seed the user set in the plan always wins")
     epochs: int | None = Field(default=None, ge=1, le=1000,
                                description="default: the template's (diagnosis 40, ...)")
     batch_size: int | None = Field(default=None, ge=1, le=1024)
@@ -81,7 +73,10 @@ class ConfigureTraining(M3Tool):
                 seed: int = 42, num_processes: int | None = None,
                 iterations_per_epoch: int | None = None) -> dict:
         plan = self.ctx.plan()
-        network = network or plan["model"]
+        fixed = user_edits(plan)  # what the user set when approving the plan is binding
+        network = fixed.get("model") or network or plan["model"]
+        epochs = fixed.get("epochs") or epochs
+        seed = fixed.get("seed", seed)
         engine = plan.get("engine", "")
         if network in NNUNET_NETWORKS:
             engine = "nnunet"

@@ -1,0 +1,201 @@
+"""The app in a real browser: Debian's Chromium driven by Playwright against `streamlit run`.
+
+A first-time user's path: open the app, register a dataset folder through the Datasets form,
+ask for a model in the chat, approve the plan, watch curves appear on the Training page, open
+the model on the Models page. Screenshots of every page are saved as test artifacts
+(``$M3B_TEST_ARTIFACTS``, default ``test-artifacts/`` in the repository) so a reviewer can see
+what a clinician sees.
+
+Without a Chromium binary the test is skipped, unless ``M3B_REQUIRE_BROWSER=1`` (set by
+``.ci/run``), where a missing browser fails.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_PATHS = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser")
+REQUEST = "classify pneumonia versus normal chest X-rays"
+DATASET_NAME = "Browser chest X-ray"
+
+
+def chromium() -> str | None:
+    for path in (os.environ.get("M3B_CHROMIUM"), *CHROMIUM_PATHS, shutil.which("chromium")):
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def artifacts_dir() -> Path:
+    out = Path(os.environ.get("M3B_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "browser"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def browser_path():
+    path = chromium()
+    if path is None:
+        if os.environ.get("M3B_REQUIRE_BROWSER") == "1":
+            pytest.fail("no Chromium found: install Debian's `chromium` package (or set "
+                        "M3B_CHROMIUM to the browser binary)")
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api")
+    return path
+
+
+@pytest.fixture
+def server(tmp_path):
+    """`streamlit run app.py` on a free loopback port with its own M3Builder home."""
+    home = tmp_path / "home"
+    port = free_port()
+    env = {**os.environ, "M3B_HOME": str(home), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+           "CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true"}
+    env.pop("M3B_LLM", None)
+    log = open(tmp_path / "streamlit.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
+         str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                if reply.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+        if proc.poll() is not None:
+            pytest.fail("streamlit exited: " + (tmp_path / "streamlit.log").read_text()[-2000:])
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not answer within 90 s")
+    yield {"url": url, "home": home, "log": tmp_path / "streamlit.log"}
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def _shot(page, name: str) -> Path:
+    path = artifacts_dir() / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def _settle(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the page's title is drawn and Streamlit has finished the script run."""
+    page.wait_for_selector("[data-testid='stMain'] h1", state="visible", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => !document.querySelector(\"[data-testid='stStatusWidget']\")",
+        timeout=timeout_ms)
+    page.wait_for_timeout(500)
+
+
+def _job(home: Path) -> dict | None:
+    from core.store import open_store
+    store = open_store(home / "store.db")
+    jobs = store.jobs(limit=5)
+    return jobs[0] if jobs else None
+
+
+@pytest.mark.slow
+def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_path, server,
+                                                                        tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    from core.demo_data import make_chest_xray_demo
+
+    data = make_chest_xray_demo(tmp_path / "hospital_cxr", patients_per_class=40)
+    url, home = server["url"], server["home"]
+    shots: list[Path] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, headless=True,
+                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            # a direct link to a page still gets the app's menu and sidebar
+            page.goto(f"{url}/datasets")
+            _settle(page)
+            expect(page.get_by_role("heading", name="Datasets")).to_be_visible(timeout=60_000)
+            expect(page.get_by_test_id("stSidebarNav")).to_contain_text("Build a model")
+            # 1. register the folder through the form: scan, review, validate and save
+            page.get_by_label("Folder on the server").fill(str(data))
+            page.get_by_label("Name (optional)").fill(DATASET_NAME)
+            page.get_by_role("button", name="Scan").click()
+            _settle(page)
+            expect(page.get_by_role("button", name="Validate and save")).to_be_visible(
+                timeout=60_000)
+            shots.append(_shot(page, "1_datasets_scanned_draft"))
+            page.get_by_role("button", name="Validate and save").click()
+            _settle(page, 120_000)
+            expect(page.get_by_text("Last validated", exact=False).first).to_be_visible(
+                timeout=60_000)
+            shots.append(_shot(page, "2_datasets_registered"))
+            assert (home / "datacards").exists() and any((home / "datacards").glob("*.json"))
+
+            # 2. ask for a model in the chat and approve the plan
+            page.goto(url)
+            _settle(page)
+            box = page.get_by_test_id("stChatInputTextArea")
+            box.fill(REQUEST)
+            box.press("Enter")
+            approve = page.get_by_role("button", name="Approve", exact=False).first
+            expect(approve).to_be_visible(timeout=180_000)
+            shots.append(_shot(page, "3_chat_plan_awaiting_approval"))
+            expect(page.get_by_text(DATASET_NAME, exact=False).first).to_be_attached()
+            approve.click()
+            _settle(page)
+
+            # 3. curves appear on the Training page while the model trains
+            page.goto(f"{url}/training")
+            _settle(page)
+            expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=300_000)
+            shots.append(_shot(page, "4_training_curves"))
+
+            # 4. the job finishes; the model page shows its report
+            deadline = time.time() + 600
+            while time.time() < deadline:
+                job = _job(home)
+                if job and job["status"] in ("succeeded", "failed", "cancelled", "stopped"):
+                    break
+                time.sleep(3)
+            assert job and job["status"] == "succeeded", job
+            page.goto(url)
+            _settle(page)
+            shots.append(_shot(page, "5_chat_result"))
+            page.goto(f"{url}/models")
+            _settle(page)
+            expect(page.get_by_text("AUC").first).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("research", exact=False).first).to_be_visible()
+            shots.append(_shot(page, "6_models"))
+            for name in ("preview", "settings"):
+                page.goto(f"{url}/{name}")
+                _settle(page)
+                shots.append(_shot(page, f"7_{name}"))
+        finally:
+            if not shots or len(shots) < 8:
+                _shot(page, "failure_last_page")
+            browser.close()
+    assert not errors, errors
+    assert all(p.stat().st_size > 10_000 for p in shots), "a screenshot is blank"
