@@ -100,12 +100,17 @@ def _csv_reports(root: Path, description: str, matcher: FileMatcher,
         file_split = split_of_name(path.name)
         image_col, hits = _image_column(columns, rows, matcher)
         if hits >= MIN_MATCH * min(len(rows), 2000):
+            # a study/patient column (IU-Xray's uid: two views share one report) groups rows
+            by_name = {re.sub(r"[\s.\-]+", "_", c.strip().lower()): c for c in columns}
+            group_col = next((by_name[k] for k in GROUP_KEYS if k in by_name), None)
             for row in rows:
                 found = matcher.find(row.get(image_col))
                 if found is not None and (_text(row, findings) or _text(row, impression)):
                     split = (split_cell(row.get(split_col, "")) if split_col else "") or \
                         file_split
-                    out.add(found, _text(row, findings), _text(row, impression), split)
+                    key = str(row.get(group_col, "") or "").strip() if group_col else ""
+                    out.add(found, _text(row, findings), _text(row, impression), split,
+                            f"{group_col}={key}" if key else "")
             facts.setdefault("format", "csv")
             facts.setdefault("tables", []).append(str(path))
             facts.setdefault("image_column", image_col)
