@@ -101,7 +101,7 @@ def _shot(page, name: str) -> Path:
     return path
 
 
-def _settle(page, timeout_ms: int = 60_000) -> None:
+def _settle(page, timeout_ms: int = 180_000) -> None:
     """Wait until the page's title is drawn and Streamlit has finished the script run."""
     page.wait_for_selector("[data-testid='stMain'] h1", state="visible", timeout=timeout_ms)
     page.wait_for_function(
@@ -118,6 +118,7 @@ def _job(home: Path) -> dict | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_path, server,
                                                                         tmp_path):
     from playwright.sync_api import expect, sync_playwright
