@@ -103,11 +103,32 @@ def _shot(page, name: str) -> Path:
 
 def _settle(page, timeout_ms: int = 180_000) -> None:
     """Wait until the page's title is drawn and Streamlit has finished the script run."""
-    page.wait_for_selector("[data-testid='stMain'] h1", state="visible", timeout=timeout_ms)
+    page.wait_for_selector("[data-testid='stHeadingWithActionElements'] h1", state="visible",
+                           timeout=timeout_ms)
     page.wait_for_function(
         "() => !document.querySelector(\"[data-testid='stStatusWidget']\")",
         timeout=timeout_ms)
     page.wait_for_timeout(500)
+
+
+def _ask(page, text: str, tries: int = 3) -> None:
+    """Type into the chat input and send; a send that lands during a rerun can be dropped by
+    the browser, so check the message shows up as the user's and send again if not."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(tries):
+        box = page.get_by_test_id("stChatInputTextArea")
+        box.click()
+        box.fill(text)
+        page.wait_for_timeout(300)
+        page.get_by_test_id("stChatInputSubmitButton").click()
+        try:
+            page.get_by_test_id("stChatMessage").filter(has_text=text).first.wait_for(
+                timeout=60_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
 
 
 def _job(home: Path) -> dict | None:
@@ -158,9 +179,7 @@ def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_pat
             # 2. ask for a model in the chat and approve the plan
             page.goto(url)
             _settle(page)
-            box = page.get_by_test_id("stChatInputTextArea")
-            box.fill(REQUEST)
-            box.press("Enter")
+            _ask(page, REQUEST)
             approve = page.get_by_role("button", name="Approve", exact=False).first
             expect(approve).to_be_visible(timeout=180_000)
             shots.append(_shot(page, "3_chat_plan_awaiting_approval"))
@@ -187,8 +206,10 @@ def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_pat
             shots.append(_shot(page, "5_chat_result"))
             page.goto(f"{url}/models")
             _settle(page)
-            expect(page.get_by_text("AUC").first).to_be_visible(timeout=60_000)
-            expect(page.get_by_text("research", exact=False).first).to_be_visible()
+            expect(page.get_by_test_id("stMetricLabel").filter(has_text="AUC").first) \
+                .to_be_visible(timeout=60_000)
+            expect(page.get_by_test_id("stMain").get_by_text(
+                "For research use only", exact=False).first).to_be_visible()
             shots.append(_shot(page, "6_models"))
             for name in ("preview", "settings"):
                 page.goto(f"{url}/{name}")
