@@ -23,6 +23,15 @@ from pathlib import Path
 
 from ml_templates.common.image_io import ImageReadError, is_dicom_file, slice_order
 
+
+def pseudonym(patient_id: str) -> str:
+    """What M3Builder stores and shows instead of a DICOM PatientID: a stable pseudonym (the
+    split still groups a patient's series), never the identifier itself."""
+    if not patient_id:
+        return ""
+    return "patient-" + hashlib.sha256(patient_id.encode("utf-8")).hexdigest()[:12]
+
+
 HEADER_TAGS = ["PatientID", "StudyInstanceUID", "SeriesInstanceUID", "SeriesNumber",
                "SeriesDescription", "Modality", "Rows", "Columns", "PixelSpacing",
                "SliceThickness", "SpacingBetweenSlices", "ImagePositionPatient",

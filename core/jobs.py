@@ -122,7 +122,8 @@ def role_timeline(events: list[dict], roles: list[str], job: dict | None = None,
         row = {"role": role, "status": "waiting", "started": None, "ended": None,
                "seconds": 0.0, "runs": len(starts),
                "actions": sum(1 for e in mine if e.get("kind") == "tool"),
-               "tokens": sum(int(e.get("tokens") or 0) for e in mine if e.get("kind") == "llm")}
+               "tokens": sum(int(e.get("tokens") or 0) for e in mine if e.get("kind") == "llm"),
+               "fallback": any(e.get("kind") == "fallback" for e in mine)}
         if starts:
             row["started"] = starts[0]["ts"]
             row["seconds"] = float(sum(float(e.get("seconds") or 0.0) for e in ends))

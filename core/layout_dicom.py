@@ -28,7 +28,7 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from core.dicom_series import DicomSeries, group_series, read_headers
+from core.dicom_series import DicomSeries, group_series, pseudonym, read_headers
 from core.scan_tables import LABEL_NAME, NEGATIVES, SEPARATORS
 from ml_templates.common.image_io import DICOM_SUFFIXES, is_dicom_file
 
@@ -284,7 +284,7 @@ def recognise_dicom_series(root: Path, top_dirs: list[Path], top_files: list[Pat
             stratum, split = by_folder[uid]
             labels = None
         folder = _series_folder(s)
-        extra = {"series_instance_uid": uid, "patient_id": s.patient_id,
+        extra = {"series_instance_uid": uid, "patient_id": pseudonym(s.patient_id),
                  "study_instance_uid": s.study_instance_uid, "modality": s.modality,
                  "num_slices": s.num_slices}
         if dimension == "2D" or len(s.files) == 1:
@@ -294,7 +294,7 @@ def recognise_dicom_series(root: Path, top_dirs: list[Path], top_files: list[Pat
         else:
             image = str(folder)
             extra["series_files"] = list(s.files)
-        group = s.patient_id or s.study_instance_uid or group_of(folder)[0]
+        group = pseudonym(s.patient_id) or s.study_instance_uid or group_of(folder)[0]
         samples.append(Sample(image, stratum, group, split,
                               labels if table is not None and table["multi_label"] else None,
                               extra))

@@ -12,6 +12,9 @@ The repository's own ``datacards/`` folder holds the built-in example cards (rea
 
 Precedence: an explicit argument (``--home``, ``--llm``) > the environment (``M3B_HOME``,
 ``M3B_LLM``, ``M3B_LLM_BASE_URL``, ``M3B_LLM_KEY_ENV``) > ``<home>/settings.json`` > defaults.
+LLM mode's bounds come from ``M3B_MAX_ACTIONS`` (per role, default 100), ``M3B_ROLE_TIME_LIMIT_S``
+(default 7200), ``M3B_LLM_RETRIES`` (default 3), ``M3B_LLM_BACKOFF_S`` (default 2) and
+``M3B_LLM_TIMEOUT_S`` (one LLM call, default 120).
 """
 from __future__ import annotations
 
@@ -38,6 +41,12 @@ class Settings:
     upload_max_unpacked_mb: int = UPLOAD_DEFAULTS["upload_max_unpacked_mb"]
     upload_max_files: int = UPLOAD_DEFAULTS["upload_max_files"]
     upload_max_ratio: int = UPLOAD_DEFAULTS["upload_max_ratio"]
+    # LLM mode's bounds per role (the paper's 100 actions; wall time; LLM error retries)
+    max_actions: int = 100
+    role_time_limit_s: float = 7200.0
+    llm_retries: int = 3
+    llm_backoff_s: float = 2.0
+    llm_timeout_s: float = 120.0
 
     @property
     def settings_path(self) -> Path:
@@ -87,4 +96,28 @@ def get_settings(home: str | os.PathLike | None = None, llm: str | None = None) 
     key_env = os.environ.get("M3B_LLM_KEY_ENV") or saved.get("llm_key_env") or ""
     uploads = {k: saved.get(k, v) for k, v in UPLOAD_DEFAULTS.items()}
     return Settings(home=resolved, llm=chosen_llm, llm_base_url=base_url, llm_key_env=key_env,
-                    llm_source=source, **uploads).ensure()
+                    llm_source=source, **uploads, **_llm_bounds()).ensure()
+
+
+_BOUNDS = {"max_actions": ("M3B_MAX_ACTIONS", int), "role_time_limit_s": ("M3B_ROLE_TIME_LIMIT_S",
+                                                                          float),
+           "llm_retries": ("M3B_LLM_RETRIES", int), "llm_backoff_s": ("M3B_LLM_BACKOFF_S", float),
+           "llm_timeout_s": ("M3B_LLM_TIMEOUT_S", float)}
+
+
+def _llm_bounds() -> dict:
+    """LLM-mode bounds from the environment; a malformed value is an error naming the variable."""
+    out = {}
+    for field_name, (var, kind) in _BOUNDS.items():
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ValueError(f"{var}={raw!r} is not a number; unset it or give e.g. "
+                             f"{Settings.__dataclass_fields__[field_name].default}") from None
+        if value < 0:
+            raise ValueError(f"{var} must not be negative (got {raw})")
+        out[field_name] = value
+    return out

@@ -29,7 +29,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "job_events": {
         "columns": {"id": int, "job_id": str, "ts": float, "role": str, "kind": str, "tool": str,
-                    "args": str, "result": str, "seconds": float, "tokens": int, "ok": int},
+                    "args": str, "result": str, "seconds": float, "tokens": int, "ok": int,
+                    "cost": float},
         "pk": "id",
         "index": [["job_id", "id"]],
     },
@@ -77,6 +78,11 @@ class Store:
                 table.create(spec["columns"], pk=spec["pk"], if_not_exists=True)
                 for cols in spec.get("index", []):
                     table.create_index(cols, if_not_exists=True)
+            else:  # a store made by an older version: add the columns it lacks
+                have = table.columns_dict
+                for column, kind in spec["columns"].items():
+                    if column not in have:
+                        table.add_column(column, kind)
 
     # ---------------------------------------------------------------- generic helpers
     def _write(self, fn) -> Any:
@@ -121,10 +127,11 @@ class Store:
 
     # ---------------------------------------------------------------- events and metrics
     def add_event(self, job_id: str, role: str, kind: str, tool: str = "", args: str = "",
-                  result: str = "", seconds: float = 0.0, tokens: int = 0, ok: bool = True) -> None:
+                  result: str = "", seconds: float = 0.0, tokens: int = 0, ok: bool = True,
+                  cost: float = 0.0) -> None:
         row = {"job_id": job_id, "ts": time.time(), "role": role, "kind": kind, "tool": tool,
                "args": args[:2000], "result": result[:4000], "seconds": round(seconds, 3),
-               "tokens": int(tokens), "ok": int(bool(ok))}
+               "tokens": int(tokens), "ok": int(bool(ok)), "cost": float(cost)}
         self._write(lambda: self.db["job_events"].insert(row))
 
     def events(self, job_id: str, after_id: int = 0) -> list[dict]:

@@ -35,7 +35,8 @@ def _log(message: str) -> None:
 
 
 def role_stats(store: Store, job_id: str) -> dict[str, dict]:
-    """Actions (tool calls), seconds (the stage's own clock) and LLM tokens per role."""
+    """Actions (tool calls), seconds (the stage's own clock), LLM tokens and cost (USD, from
+    litellm's price map; 0 for local or unknown models) and autopilot fallbacks per role."""
     events = store.events(job_id)
     stats = {}
     for role in ROLES:
@@ -43,7 +44,10 @@ def role_stats(store: Store, job_id: str) -> dict[str, dict]:
         ends = [e for e in mine if e["kind"] == "stage" and e["tool"] == "end"]
         stats[role] = {"actions": sum(1 for e in mine if e["kind"] == "tool"),
                        "seconds": round(sum(e["seconds"] for e in ends), 2),
-                       "tokens": int(sum(e["tokens"] for e in mine if e["kind"] == "llm"))}
+                       "tokens": int(sum(e["tokens"] for e in mine if e["kind"] == "llm")),
+                       "cost_usd": round(sum(e.get("cost") or 0.0 for e in mine
+                                             if e["kind"] == "llm"), 6),
+                       "fallback": int(any(e["kind"] == "fallback" for e in mine))}
     return stats
 
 
@@ -133,8 +137,8 @@ def summarise(entry: dict) -> dict:
         if entry["runs_planned"] else 0.0
     entry["metric_mean"] = _mean([r["value"] for r in runs])
     entry["roles"] = {role: {key: _mean([r["roles"].get(role, {}).get(key) for r in runs
-                                         if r["roles"]]) for key in ("actions", "seconds",
-                                                                     "tokens")}
+                                         if r["roles"]])
+                             for key in ("actions", "seconds", "tokens", "cost_usd", "fallback")}
                       for role in ROLES}
     entry["seconds_mean"] = _mean([r["seconds"] for r in runs])
     return entry
@@ -152,12 +156,18 @@ def overall(results: dict) -> dict:
 def _cost(stats: dict | None) -> str:
     if not stats or stats.get("actions") is None:
         return "-"
-    return f"{stats['actions']:g}a {stats['seconds']:.0f}s {stats['tokens']:.0f}t"
+    text = f"{stats['actions']:g}a {stats['seconds']:.0f}s {stats['tokens']:.0f}t"
+    if stats.get("cost_usd"):
+        text += f" ${stats['cost_usd']:.3f}"
+    if stats.get("fallback"):
+        text += f" fb{stats['fallback']:.0%}"  # share of runs the role fell back to autopilot
+    return text
 
 
 def format_table(results: dict) -> str:
     """The paper-style table: success over runs, the metric against its floor, and per role
-    actions (a), seconds (s) and tokens (t), averaged over the runs."""
+    actions (a), seconds (s), tokens (t), cost ($) and the share of runs that fell back to
+    autopilot (fb), averaged over the runs."""
     head = (f"{'dataset':<22}{'task':<18}{'success':>8}  {'metric (floor)':<46}"
             + "".join(f"{ROLE_SHORT[r]:<17}" for r in ROLES) + f"{'wall':>7}")
     lines = [head, "-" * len(head)]

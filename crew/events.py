@@ -1,9 +1,14 @@
 """Route CrewAI's event bus to the store: one handler set per process, events routed to the job
 by the agent or task that emitted them (handlers run on CrewAI's thread pool; they never touch
-the UI)."""
+the UI). A before-LLM-call hook enforces each role's caps, takes secrets out of the prompt as a
+last line of defence, and writes one audit row per prompt: its size and which files tools
+summarised into it (never their text)."""
 from __future__ import annotations
 
+import json
 import threading
+
+from core.secrets import scrub, secret_values
 
 _routes: dict[str, tuple] = {}       # agent id / task id -> (JobContext, role)
 _lock = threading.Lock()
@@ -37,10 +42,68 @@ def _tokens(usage: dict | None) -> int:
     return int(total or 0)
 
 
+def _scrub(messages: list) -> int:
+    """Replace any secret value found in the prompt (in place); how many were replaced."""
+    secrets, hits = secret_values(), 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            message["content"], found = scrub(content, secrets)
+            hits += found
+    return hits
+
+
+def cost_usd(model: str, usage: dict | None) -> float:
+    """The provider's price for one call from litellm's local price map; 0 when the model is
+    not in it (local servers, scripted test LLMs)."""
+    if not usage or not model:
+        return 0.0
+    try:
+        import litellm
+        name = next((m for m in (model, model.split("/", 1)[-1]) if m in litellm.model_cost),
+                    None)
+        if name is None:
+            return 0.0
+        prompt, completion = litellm.cost_per_token(
+            model=name, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0))
+        return float(prompt + completion)
+    except Exception:  # noqa: BLE001 - a price is never worth failing a job
+        return 0.0
+
+
+def _before_llm(context) -> None:  # noqa: ANN001
+    from crewai.hooks.dispatch import HookAborted
+    found = _lookup_id(getattr(getattr(context, "agent", None), "id", None))
+    if not found:
+        return None
+    ctx, role = found
+    refusal = ctx.over_budget(role)
+    if refusal:
+        ctx.event(role, "cap", tool="llm", result=refusal, ok=False)
+        raise HookAborted(refusal, source="m3builder-caps")
+    messages = context.messages
+    removed = _scrub(messages)
+    chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str)
+                else len(json.dumps(m.get("content"), default=str)) for m in messages)
+    files, ctx.summarised[:] = sorted(set(ctx.summarised)), []
+    ctx.store.audit(role, "llm_prompt", ctx.job_id, json.dumps(
+        {"messages": len(messages), "chars": chars, "files_summarised": files[:100],
+         "more_files": max(0, len(files) - 100), "secrets_removed": removed}))
+    return None
+
+
+def _lookup_id(key) -> tuple | None:  # noqa: ANN001
+    with _lock:
+        return _routes.get(str(key)) if key else None
+
+
 def register_handlers() -> None:
     global _registered
     if _registered:
         return
+    from crewai.hooks import register_before_llm_call_hook
+    register_before_llm_call_hook(_before_llm)
     from crewai.events import crewai_event_bus
     from crewai.events.types.llm_events import LLMCallCompletedEvent, LLMCallFailedEvent
 
@@ -52,7 +115,7 @@ def register_handlers() -> None:
             call = getattr(event, "call_type", None)
             ctx.event(role, "llm", tool=getattr(call, "value", str(call)),
                       args=f"model={event.model}", result=str(event.response)[:200],
-                      tokens=_tokens(event.usage))
+                      tokens=_tokens(event.usage), cost=cost_usd(event.model, event.usage))
 
     @crewai_event_bus.on(LLMCallFailedEvent)
     def _llm_failed(source, event):  # noqa: ANN001

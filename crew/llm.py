@@ -13,9 +13,12 @@ NATIVE_PREFIXES = ("openai/", "anthropic/", "ollama/", "gemini/", "azure/", "bed
 def make_llm(model: str, base_url: str | None = None, timeout_s: float = 120.0,
              api_key_env: str = ""):
     """``api_key_env`` names a variable other than the provider's usual one (the Settings
-    page's "key variable"); its value goes to the client and nowhere else."""
+    page's "key variable"); its value goes to the client and nowhere else. The client's own
+    retries are off: crew/control.py retries with backoff and then falls back, once."""
     from crewai import LLM
     kwargs: dict = {"model": model, "timeout": timeout_s, "temperature": 0.0}
+    if model.startswith("openai/"):
+        kwargs["max_retries"] = 0
     if base_url:
         kwargs["base_url"] = base_url
     if api_key_env and os.environ.get(api_key_env):

@@ -12,7 +12,7 @@ from core.jobs import set_approval, wait_for_approval
 from core.settings import AUTOPILOT, Settings
 from core.store import open_store
 from crew.autopilot import ROUTINES, StageError
-from crew.stages import STAGES
+from crew.stages import STAGES, check_evaluated
 from tools.context import JobContext
 from tools.registry import tools_for
 
@@ -32,6 +32,7 @@ class JobRunner:
         self.stage_seconds: dict[str, float] = {}
         self.outcome, self.error = "", ""
         self.agents: list = []
+        self.controls: list = []
 
     # ------------------------------------------------------------------ shared steps
     def _begin(self, i: int) -> None:
@@ -42,7 +43,12 @@ class JobRunner:
         self.ctx.event(stage.role, "stage", tool="start")
 
     def _end(self, i: int, ok: bool, message: str) -> None:
+        from tools.scripts import stop_background
         stage = STAGES[i]
+        stopped = stop_background(self.ctx.job_id)  # a role's scripts end with its stage
+        if stopped:
+            self.ctx.event(stage.role, "info", tool="stop_background",
+                           result=f"stopped {stopped} background script(s) at the stage's end")
         seconds = time.time() - self.stage_started.get(stage.role_key, time.time())
         self.stage_seconds[stage.role_key] = seconds
         self.stage_status[stage.role_key] = "succeeded" if ok else "failed"
@@ -119,18 +125,23 @@ class JobRunner:
         if self._stop_requested():
             return False
         self._begin(i)
+        self.controls[i].start()
         return True
 
     def _run_crew(self) -> None:
         from crew import events
+        from crew.control import StageControl
         from crew.crew import build_crew
         from crew.llm import make_llm
 
         events.register_handlers()
         factory = self.llm_factory or (lambda _role: make_llm(
-            self.job["llm"], self.settings.llm_base_url, api_key_env=self.settings.llm_key_env))
-        crew, self.agents = build_crew(self.ctx, factory, self._may_continue)
+            self.job["llm"], self.settings.llm_base_url, timeout_s=self.settings.llm_timeout_s,
+            api_key_env=self.settings.llm_key_env))
+        self.controls = [StageControl(self.ctx, stage) for stage in STAGES]
+        crew, self.agents = build_crew(self.ctx, factory, self._may_continue, self.controls)
         self._begin(0)
+        self.controls[0].start()
         try:
             crew.kickoff()
         except Exception as exc:  # guardrail retries exhausted, LLM errors, tool crashes
@@ -143,6 +154,7 @@ class JobRunner:
         finally:
             events.flush()
             events.unroute(*[a.id for a in self.agents], *[t.id for t in crew.tasks])
+            self.ctx.budgets.clear()
         if self.outcome:
             return
         last = len(STAGES) - 1
@@ -166,6 +178,13 @@ class JobRunner:
                 self._run_crew()
         except Exception as exc:  # never leave a job 'running' behind
             self.outcome, self.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            from tools.scripts import stop_background
+            stop_background(job_id)  # scripts an agent left running in the background
+        if self.outcome == "succeeded":
+            verdict = check_evaluated(self.ctx)
+            if not verdict.ok:  # never "succeeded" without the system's evaluator's scores
+                self.outcome, self.error = "failed", verdict.message()
         if self.outcome == "succeeded" and (self.store.job(job_id) or {}).get("stop_requested"):
             self.outcome = "stopped"  # stopped during training: the best model so far is scored
         result = self.result()
@@ -181,6 +200,7 @@ class JobRunner:
         for stage in STAGES:
             mine = [e for e in events if e["role"] == stage.role]
             tokens = sum(e["tokens"] for e in mine if e["kind"] == "llm")
+            cost = sum(e.get("cost") or 0.0 for e in mine if e["kind"] == "llm")
             agent = next((a for a in self.agents if a.role == stage.role), None)
             usage = getattr(getattr(agent, "llm", None), "get_token_usage_summary", None)
             if usage:
@@ -188,7 +208,8 @@ class JobRunner:
             out.append({"role": stage.role, "status": self.stage_status[stage.role_key],
                         "actions": sum(1 for e in mine if e["kind"] == "tool"),
                         "seconds": round(self.stage_seconds.get(stage.role_key, 0.0), 2),
-                        "tokens": tokens})
+                        "tokens": tokens, "cost_usd": round(cost, 6),
+                        "fallback": any(e["kind"] == "fallback" for e in mine)})
         return out
 
     def result(self) -> dict:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from core.catalog import load_catalog
 from core.gates import GateResult, check_dataloader, check_plan, check_report, check_training
+from core.provenance import file_digest
 from core.tasks import check_index
 from tools.context import JobContext
 
@@ -21,6 +22,21 @@ def _training_gate(ctx: JobContext) -> GateResult:
     if not training.ok:
         return training
     return check_report(ctx.workspace)
+
+
+def check_evaluated(ctx: JobContext) -> GateResult:
+    """The last word before "succeeded": report.json is the one the system's evaluator wrote in
+    this job (same bytes), not one an agent wrote or edited afterwards."""
+    recorded = [e["result"] for e in ctx.store.events(ctx.job_id)
+                if e["kind"] == "provenance" and e["tool"] == "report"]
+    report = ctx.workspace.report
+    if not recorded or not report.exists():
+        return GateResult("evaluated", False, ["the system's evaluator has not scored the test "
+                                               "set in this job"])
+    if file_digest(report) != recorded[-1]:
+        return GateResult("evaluated", False, ["report.json changed after the system's "
+                                               "evaluator wrote it"])
+    return GateResult("evaluated", True)
 
 
 @dataclass(frozen=True)

@@ -92,10 +92,17 @@ def render_steps(job: dict) -> None:
                                 f"<small>· {e['seconds']:.1f} s</small>", unsafe_allow_html=True)
                 elif e["kind"] == "stage" and e["tool"] == "end" and not e["ok"]:
                     st.error(e["result"])
-            llm_calls = [e for e in mine if e["kind"] == "llm"]
+                elif e["kind"] in ("fallback", "cap"):
+                    what = "Autopilot took over" if e["kind"] == "fallback" else "Cap reached"
+                    st.warning(f"{what}: {md_escape(e['result'])}", icon="↪")
+                elif e["kind"] == "llm" and e["tool"] == "retry":
+                    st.caption(f"LLM {md_escape(e['result'])}")
+            llm_calls = [e for e in mine if e["kind"] == "llm" and e["tool"] != "retry"]
             if llm_calls:
+                cost = sum(e.get("cost") or 0.0 for e in llm_calls)
                 st.caption(f"{len(llm_calls)} LLM calls · "
-                           f"{sum(e['tokens'] for e in llm_calls):,} tokens")
+                           f"{sum(e['tokens'] for e in llm_calls):,} tokens"
+                           + (f" · ${cost:.4f}" if cost else ""))
     if pending and not is_finished(job):
         st.caption("Next: " + " → ".join(pending))
 

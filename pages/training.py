@@ -174,9 +174,9 @@ def timeline(job: dict) -> None:
         "Ended": time.strftime("%H:%M:%S", time.localtime(r["ended"])) if r["ended"] else "—",
         "Time": fmt_duration(r["seconds"]) if r["started"] else "—",
         "Seconds": round(r["seconds"], 1), "Actions": r["actions"], "Tokens": r["tokens"],
-        "Runs": r["runs"]} for r in rows])
+        "Autopilot fallback": "yes" if r["fallback"] else "", "Runs": r["runs"]} for r in rows])
     if job.get("llm", "autopilot") == "autopilot":
-        table = table.drop(columns=["Tokens"])
+        table = table.drop(columns=["Tokens", "Autopilot fallback"])
     if table["Runs"].max() <= 1:
         table = table.drop(columns=["Runs"])
     total = max(float(table["Seconds"].sum()), 1e-9)

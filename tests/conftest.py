@@ -52,6 +52,26 @@ def registered_demo(settings, store, demo_folder):
     return result
 
 
+SMALL_DEMO = "Small chest X-ray"
+
+
+@pytest.fixture(scope="session")
+def small_folder(tmp_path_factory):
+    """A tiny chest X-ray set (14 patients per class, 48 px): LLM-mode tests train on it."""
+    from core.demo_data import make_chest_xray_demo
+    return make_chest_xray_demo(tmp_path_factory.mktemp("small") / "cxr", patients_per_class=14,
+                                size=48)
+
+
+@pytest.fixture
+def small(settings, store, small_folder):
+    from core.registration import register_dataset
+    result = register_dataset(settings, store, str(small_folder), SMALL_DEMO,
+                              "Small synthetic chest X-ray PNGs, NORMAL vs PNEUMONIA folders")
+    assert result["status"] == "registered", result
+    return small_folder
+
+
 def tree_digest(folder: Path) -> str:
     """Hash of every path, size and content under folder (hidden files included)."""
     digest = hashlib.sha256()

@@ -1,6 +1,8 @@
 """A tiny OpenAI-compatible chat-completions server on 127.0.0.1 for offline tests of the real
 HTTP client path (`openai/<model>` + base_url). Replies follow a script per agent role: the role
-is read from the system prompt, the step from how many tool results the request already holds."""
+is read from the system prompt, the step from how many tool results the request already holds.
+A step ``("sleep", seconds)`` answers that late (a provider that times out); ``("status", code)``
+answers with that HTTP error (rate limit, server error)."""
 from __future__ import annotations
 
 import json
@@ -19,14 +21,27 @@ class StubOpenAI:
                 pass
 
             def do_POST(self):  # noqa: N802
+                import time
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append(body)
-                reply = json.dumps(stub.reply(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                step = stub.step(body)
+                code = 200
+                if isinstance(step, tuple) and step[0] == "sleep":
+                    time.sleep(step[1])
+                    step = "late answer"
+                if isinstance(step, tuple) and step[0] == "status":
+                    code, step = step[1], "error"
+                reply = json.dumps(stub.reply(body, step) if code == 200 else
+                                   {"error": {"message": f"stub error {code}",
+                                              "type": "server_error"}}).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -35,12 +50,14 @@ class StubOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def reply(self, body: dict) -> dict:
+    def step(self, body: dict):
         messages = body["messages"]
         system = " ".join(str(m.get("content")) for m in messages if m["role"] == "system")
         role = next((r for r in self.scripts if r in system), None)
         script = self.scripts.get(role, ["done"])
-        step = script[min(sum(m["role"] == "tool" for m in messages), len(script) - 1)]
+        return script[min(sum(m["role"] == "tool" for m in messages), len(script) - 1)]
+
+    def reply(self, body: dict, step) -> dict:
         message: dict = {"role": "assistant", "content": None}
         if isinstance(step, str):
             message["content"] = step

@@ -12,8 +12,10 @@ from pydantic import Field, PrivateAttr
 
 
 class ScriptedLLM(BaseLLM):
-    """``script``: a list of steps; a step is a list of (tool_name, arguments) calls, or a str
-    (the final answer). After the script runs out, the last step repeats."""
+    """``script``: a list of steps; a step is a list of (tool_name, arguments) calls (arguments
+    a dict, or a str sent as the raw, possibly malformed, JSON text), a str (the final answer),
+    an Exception (raised, as a provider error would be), or a callable ``f(call_number)``
+    returning one of those. After the script runs out, the last step repeats."""
 
     script: list[Any] = Field(default_factory=list)
     tokens_per_call: int = 100
@@ -28,11 +30,16 @@ class ScriptedLLM(BaseLLM):
         self.seen_messages.append(messages)
         step = self.script[min(self._step, len(self.script) - 1)]
         self._step += 1
+        if callable(step) and not isinstance(step, type):
+            step = step(self._step)
+        if isinstance(step, BaseException):
+            raise step
         if isinstance(step, str):
             response: Any = step
         else:
             response = [{"id": f"call_{self._step}_{i}", "type": "function",
-                         "function": {"name": name, "arguments": json.dumps(args)}}
+                         "function": {"name": name, "arguments": args if isinstance(args, str)
+                                      else json.dumps(args)}}
                         for i, (name, args) in enumerate(step)]
         usage = {"prompt_tokens": self.tokens_per_call - 20, "completion_tokens": 20,
                  "total_tokens": self.tokens_per_call, "successful_requests": 1}
@@ -42,6 +49,10 @@ class ScriptedLLM(BaseLLM):
             else LLMCallType.LLM_CALL, from_task=from_task, from_agent=from_agent,
             messages=messages, usage=usage)
         return response
+
+    @property
+    def calls(self) -> int:
+        return self._step
 
     def get_context_window_size(self) -> int:
         return 128_000

@@ -146,7 +146,8 @@ def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_pat
 
     from core.demo_data import make_chest_xray_demo
 
-    data = make_chest_xray_demo(tmp_path / "hospital_cxr", patients_per_class=40)
+    # small and coarse: training is seconds per epoch, the pages show the same things
+    data = make_chest_xray_demo(tmp_path / "hospital_cxr", patients_per_class=24, size=48)
     url, home = server["url"], server["home"]
     shots: list[Path] = []
     with sync_playwright() as pw:

@@ -85,12 +85,26 @@ def test_role_sees_only_its_tools(settings, store, registered_demo):
     crew, agents = build_crew(ctx, lambda role: ScriptedLLM(model="s", script=["done"]),
                               lambda i: False)
     names = {a.role: sorted(t.name for t in a.tools) for a in agents}
+    # the high-level tools autopilot uses, plus each role's share of the paper's eight
     assert names == {
         "Task Manager": ["list_datacards", "rank_datasets", "write_plan"],
-        "Data Engineer": ["build_index", "inspect_dataset"],
-        "Module Architect": ["validate_dataloader", "write_dataloader"],
-        "Model Trainer": ["configure_training", "evaluate_model", "run_training"],
+        "Data Engineer": sorted(["inspect_dataset", "build_index", "list_files", "preview_dirs",
+                                 "preview_files", "read_files", "copy_files", "write_files",
+                                 "edit_files", "run_script", "script_status"]),
+        "Module Architect": sorted(["write_dataloader", "validate_dataloader", "list_files",
+                                    "read_files", "preview_files", "write_files", "edit_files",
+                                    "run_script", "script_status"]),
+        "Model Trainer": sorted(["configure_training", "run_training", "training_status",
+                                 "evaluate_model", "list_files", "read_files", "write_files",
+                                 "edit_files", "run_script", "script_status"]),
     }
+    # every tool has a schema an LLM can call: a description and typed, described arguments
+    for agent in agents:
+        for tool in agent.tools:
+            assert len(tool.description) > 40, tool.name
+            schema = tool.args_schema.model_json_schema()
+            for name, prop in schema.get("properties", {}).items():
+                assert prop.get("description"), f"{tool.name}.{name} has no description"
     assert crew.process.value == "sequential" and len(crew.tasks) == 4
 
 
@@ -114,11 +128,27 @@ def test_wrong_dataset_is_corrected_after_tool_error(settings, store, registered
     assert result["dataset"] == DEMO
 
 
-def test_llm_that_never_plans_fails_at_the_plan_gate(settings, store, registered_demo):
-    job_id = create_job(settings, store, REQUEST, llm="scripted/test", auto_approve=True)
+def test_llm_that_never_plans_gets_the_gate_message_then_autopilot_plans(settings, store,
+                                                                         registered_demo):
+    """No tool call at all: the plan gate's message goes back to the LLM twice, then the Task
+    Manager's autopilot routine writes the plan, and the event log says so."""
+    job_id = create_job(settings, store, REQUEST, llm="scripted/test")
+    store.update_job(job_id, approval="cancelled")  # planning only
     script = scripts()
     script["task_manager"] = ["I think the demo dataset is best."]  # no tool call at all
-    result = run_job(settings, job_id, llm_factory=factory(script, {}))
-    assert result["status"] == "failed"
-    assert "Task Manager" in result["error"] and "plan.json is missing" in result["error"]
+    made: dict = {}
+    result = run_job(settings, job_id, llm_factory=factory(script, made))
+    assert result["status"] == "cancelled", result["error"]
+    assert result["dataset"] == DEMO  # chosen by the fallback routine
+    assert made["task_manager"].calls == 3  # first answer + two gate retries
+    later_prompts = json.dumps(made["task_manager"].seen_messages[1:], default=str)
+    assert "plan.json is missing" in later_prompts
+    events = store.events(job_id)
+    fallback = [e for e in events if e["kind"] == "fallback"]
+    assert fallback and fallback[0]["role"] == "Task Manager"
+    assert "gate failed 3 times" in fallback[0]["result"]
+    tools = [e["tool"] for e in events if e["kind"] == "tool"]
+    assert tools == ["list_datacards", "rank_datasets", "write_plan"]
+    tm = result["roles"][0]
+    assert tm["fallback"] and tm["status"] == "succeeded"
     assert {r["role"]: r["status"] for r in result["roles"]}["Data Engineer"] == "skipped"

@@ -17,7 +17,7 @@ import pytest
 from pydicom.data import get_testdata_file
 from pydicom.uid import generate_uid
 
-from core.dicom_series import scan_dicom_series
+from core.dicom_series import pseudonym as pid, scan_dicom_series
 from core.fingerprint import fingerprint
 from core.indexing import write_diagnosis_index
 from core.layout_dicom import recognise_dicom_series
@@ -110,7 +110,7 @@ def test_label_table_joined_by_patient_id_and_manifests_for_shared_folders(
     assert "series_files" not in by_uid[uids["A"]].extra
     for key in ("C", "D"):  # two series in one folder: ordered files instead of the folder
         sample = by_uid[uids[key]]
-        assert sample.group == "P3" and sample.label == "tumour"
+        assert sample.group == pid("P3") and sample.label == "tumour"
         assert len(sample.extra["series_files"]) == 5
         assert sample.extra["series_files"] == position_order(sample.extra["series_files"])
     assert any("notes.txt: not a DICOM file" in r for r in scan.skipped)
@@ -124,14 +124,15 @@ def test_label_table_joined_by_patient_id_and_manifests_for_shared_folders(
         manifest = datapath / "series" / f"{uids[key]}.series.json"
         assert str(manifest.resolve()) in index and index[str(manifest.resolve())] == ["tumour"]
         content = json.loads(manifest.read_text())
-        assert content["series_instance_uid"] == uids[key] and content["patient_id"] == "P3"
+        assert content["series_instance_uid"] == uids[key] and content["patient_id"] == pid("P3")
         volume, meta = read_image(manifest)
         assert volume.shape == (1, 256, 256, 5) and meta["slice_order"] == "position"
         expected = [pydicom.dcmread(f).pixel_array.T for f in content["files"]]
         np.testing.assert_array_equal(volume[0], np.stack(expected, axis=-1))
     split = json.loads((datapath / "split.json").read_text())
     sides = [set(split["train_groups"]), set(split["test_groups"])]
-    assert not sides[0] & sides[1] and "P3" in sides[0] | sides[1]
+    assert not sides[0] & sides[1] and pid("P3") in sides[0] | sides[1]
+    assert "P3" not in (datapath / "split.json").read_text()  # pseudonyms, never the PatientID
     assert tree_digest(root) == before  # nothing written into the dataset
 
 
@@ -148,11 +149,11 @@ def test_class_folders_above_series_and_the_existing_split(tmp_path):
     assert scan.layout == "dicom_series" and scan.details["label_source"] == "class folders"
     assert scan.class_counts == {"normal": 2, "tumour": 3} and scan.existing_split
     splits = {s.group: (s.label, s.split) for s in scan.samples}
-    assert splits == {"P1": ("tumour", "train"), "P2": ("normal", "train"),
-                      "P3": ("tumour", "test"), "P4": ("tumour", "test"),
-                      "P5": ("normal", "test")}
+    assert splits == {pid("P1"): ("tumour", "train"), pid("P2"): ("normal", "train"),
+                      pid("P3"): ("tumour", "test"), pid("P4"): ("tumour", "test"),
+                      pid("P5"): ("normal", "test")}
     shared = [s for s in scan.samples if "series_files" in s.extra]
-    assert sorted(s.group for s in shared) == ["P3", "P4"]
+    assert sorted(s.group for s in shared) == sorted([pid("P3"), pid("P4")])
 
 
 def test_series_uid_table_and_no_labels(tmp_path):
@@ -195,7 +196,7 @@ def test_single_frame_2d_dicom_stays_2d(tmp_path):
     scan = scan_folder(flat)
     assert (scan.layout, scan.dimension) == ("dicom_series", "2D")
     assert len(scan.samples) == 6 and all(Path(s.image).is_file() for s in scan.samples)
-    sample = next(s for s in scan.samples if s.group == "R1")
+    sample = next(s for s in scan.samples if s.group == pid("R1"))
     assert sample.label == "effusion" and read_image(sample.image)[0].shape == (1, 16, 16)
 
 

@@ -263,3 +263,33 @@ def test_bench_command_runs_one_dataset_through_the_crew(tmp_path):
     assert results["overall"]["success_rate"] == 1.0
     assert "ChestX-Det10-lite" in run.stdout and "overall success 1/1" in run.stdout
     assert (home / "demo" / "m3bench_lite" / "ChestX-Det10" / "labels.json").exists()
+
+
+def test_llm_columns_tokens_cost_and_fallback_per_role(settings, store):
+    """With an LLM the table gains the paper's cost columns: tokens and (priced models) USD per
+    role, and how often a role fell back to autopilot."""
+    from core.jobs import create_job
+    from crew.bench import format_table, role_stats, summarise
+
+    job_id = create_job(settings, store, "segment the pancreas", llm="openai/gpt-4o")
+    for role, tokens, cost in (("Task Manager", 1200, 0.004), ("Data Engineer", 5400, 0.02)):
+        store.add_event(job_id, role, "stage", tool="end", seconds=3.0)
+        store.add_event(job_id, role, "tool", tool="list_files")
+        store.add_event(job_id, role, "llm", tool="llm_call", tokens=tokens, cost=cost)
+    store.add_event(job_id, "Data Engineer", "fallback", tool="autopilot", ok=False)
+    stats = role_stats(store, job_id)
+    assert stats["Task Manager"] == {"actions": 1, "seconds": 3.0, "tokens": 1200,
+                                     "cost_usd": 0.004, "fallback": 0}
+    assert stats["Data Engineer"]["fallback"] == 1 and stats["Model Trainer"]["tokens"] == 0
+    entry = summarise({"name": "MSD-Pancreas", "task": "segmentation", "metric": "dice",
+                       "floor": "dice >= 0.5", "runs_planned": 2, "error": None,
+                       "runs": [{"run": 1, "success": True, "value": 0.8, "seconds": 60.0,
+                                 "roles": stats, "error": None},
+                                {"run": 2, "success": False, "value": None, "seconds": 50.0,
+                                 "roles": stats, "error": "gate failed"}]})
+    assert entry["success_rate"] == 0.5 and entry["roles"]["Data Engineer"]["fallback"] == 1
+    table = format_table({"datasets": [entry], "llm": "openai/gpt-4o",
+                          "overall": {"successes": 1, "runs": 2, "success_rate": 0.5,
+                                      "wall_seconds": 110}})
+    assert "5400t $0.020 fb100%" in table and "1200t $0.004" in table
+    assert "overall success 1/2 = 50.00% (openai/gpt-4o)" in table

@@ -13,6 +13,7 @@ from typing import Any
 from crewai.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from core.secrets import scrub, secret_values
 from tools.context import JobContext, ToolError
 
 MAX_RESULT_CHARS = 6000
@@ -41,17 +42,23 @@ class M3Tool(BaseTool):
 
     def _run(self, **kwargs: Any) -> str:
         started = time.time()
+        refusal = self.ctx.over_budget(self.role)
+        self.ctx.count_action(self.role)
         try:
+            if refusal:
+                raise ToolError(refusal)
             result = {"ok": True, **self.execute(**kwargs)}
         except ToolError as exc:
             result = {"ok": False, "error": str(exc)}
         except Exception as exc:  # a bug or an unexpected input: report, don't crash the crew
             result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        self.ctx.event(self.role, "tool", tool=self.name, args=short(kwargs),
-                       result=self.summarise(result) if result["ok"] else short(result),
-                       seconds=time.time() - started, ok=result["ok"])
+        secrets = secret_values()
+        logged = self.summarise(result) if result["ok"] else short(result)
+        self.ctx.event(self.role, "tool", tool=self.name, args=scrub(short(kwargs), secrets)[0],
+                       result=scrub(logged, secrets)[0], seconds=time.time() - started,
+                       ok=result["ok"])
         self._last_result = result
-        text = json.dumps(result, default=str)
+        text = scrub(json.dumps(result, default=str), secrets)[0]  # never a key to the LLM
         if len(text) > MAX_RESULT_CHARS:
             text = text[:MAX_RESULT_CHARS] + f"... [{len(text) - MAX_RESULT_CHARS} chars cut]"
         return text

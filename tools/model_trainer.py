@@ -15,10 +15,12 @@ from core.gates import check_report, check_training
 from core.manifest import build_manifest
 from core.model_card import render_model_card
 from core.plan_edits import user_edits
+from core.provenance import file_digest, predictions_digest
 from core.tasks import DEFAULT_TRAINING, NNUNET_NETWORKS, evaluate, template_networks
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
-from tools.process import run_module
+from tools.process import run_module, tail
+from tools.scripts import confinement_for
 
 
 DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
@@ -45,8 +47,11 @@ class ConfigArgs(BaseModel):
                                 "seed the user set in the plan always wins")
     epochs: int | None = Field(default=None, ge=1, le=1000,
                                description="default: the template's (diagnosis 40, ...)")
-    batch_size: int | None = Field(default=None, ge=1, le=1024)
-    learning_rate: float | None = Field(default=None, gt=0, le=1.0)
+    batch_size: int | None = Field(default=None, ge=1, le=1024,
+                                   description="samples per step; default: the template's")
+    learning_rate: float | None = Field(default=None, gt=0, le=1.0,
+                                        description="optimizer step size; default: the "
+                                        "template's (1e-3 for most)")
     early_stopping_patience: int | None = Field(
         default=None, ge=0, le=1000, description="epochs without validation gain; 0 = off")
     pretrained_path: str | None = Field(default=None, description="local weights file, optional")
@@ -57,7 +62,7 @@ class ConfigArgs(BaseModel):
     num_processes: int | None = Field(default=None, ge=1, le=64,
                                       description="data-parallel processes (default: one per "
                                       "GPU when there are several, else 1)")
-    seed: int = 42
+    seed: int = Field(default=42, description="random seed of training (reproducible runs)")
 
 
 class ConfigureTraining(M3Tool):
@@ -158,9 +163,14 @@ class RunTraining(M3Tool):
             module, args = "torch.distributed.run", [
                 "--nproc_per_node", str(config["num_processes"]), "--master_port",
                 str(free_port()), "-m", module, *args]
+        # in LLM mode the dataloader may be the LLM's code: train confined (tools/scripts.py);
+        # data-parallel processes talk over loopback TCP, so those keep TCP
+        confine = confinement_for(self.ctx, extra_read=(config.get("pretrained_path"),),
+                                  allow_tcp=int(config.get("num_processes") or 1) > 1)
         run = run_module(module, args,
                          ws.logout / "train.log", timeout_s=float(config["time_budget_s"]) + 300,
-                         should_stop=lambda: bool((store.job(job_id) or {}).get("stop_requested")))
+                         should_stop=lambda: bool((store.job(job_id) or {}).get("stop_requested")),
+                         confine=confine, scratch=ws.root / ".tmp")
         if run["returncode"] != 0:
             raise ToolError(f"training {run['ended']} with exit code {run['returncode']}:\n"
                             f"{run['log_tail']}")
@@ -168,6 +178,9 @@ class RunTraining(M3Tool):
         if not gate.ok:
             raise ToolError(gate.message())
         summary = gate.facts
+        # what the evaluator may score: exactly what the template just wrote
+        self.ctx.event(self.role, "provenance", tool="predictions",
+                       result=predictions_digest(ws.logout))
         return {"summary": {k: summary.get(k) for k in ("network", "epochs_run", "best_val_metric",
                                                         "stop_reason", "seconds", "device")},
                 "gate": gate.message()}
@@ -191,6 +204,14 @@ class EvaluateModel(M3Tool):
     def execute(self) -> dict:
         ws = self.ctx.workspace
         plan = ws.read_plan()
+        recorded = [e["result"] for e in self.ctx.store.events(self.ctx.job_id)
+                    if e["kind"] == "provenance" and e["tool"] == "predictions"]
+        if not recorded:
+            raise ToolError("no finished training run in this job: call run_training first "
+                            "(only the template's own predictions are scored)")
+        if predictions_digest(ws.logout) != recorded[-1]:
+            raise ToolError("Logout/predictions changed after training finished; only the "
+                            "template's own predictions are scored: call run_training again")
         try:
             report = evaluate(plan["template"], ws.datapath, ws.logout / "predictions.json")
         except (EvaluationError, OSError, ValueError) as exc:
@@ -200,6 +221,7 @@ class EvaluateModel(M3Tool):
         report.update(job_id=self.ctx.job_id, dataset=plan["dataset"], request=plan["request"],
                       training=summary)
         write_json_atomic(ws.report, report)
+        self.ctx.event(self.role, "provenance", tool="report", result=file_digest(ws.report))
         gate = check_report(ws)
         if not gate.ok:
             raise ToolError(gate.message())
@@ -222,7 +244,35 @@ class EvaluateModel(M3Tool):
                          if isinstance(v, (int, float)))
 
 
+class TrainingStatus(M3Tool):
+    name: str = "training_status"
+    description: str = ("Read this job's training so far: the latest value of every streamed "
+                        "metric, how many were logged, the training summary when it finished, "
+                        "and the last lines of the training log.")
+    args_schema: type[BaseModel] = NoArgs
+
+    def execute(self) -> dict:
+        ws = self.ctx.workspace
+        rows = self.ctx.store.metrics(self.ctx.job_id)
+        latest: dict = {}
+        for row in rows:
+            latest[row["name"]] = {"value": round(row["value"], 5), "step": row["step"],
+                                   "epoch": row["epoch"]}
+        summary_path = ws.logout / "train_summary.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+        return {"metric_rows": len(rows), "latest": latest,
+                "finished": summary is not None,
+                "summary": {k: summary.get(k) for k in ("network", "epochs_run", "stop_reason",
+                                                        "best_val_metric", "seconds")}
+                if summary else None,
+                "log_tail": tail(ws.logout / "train.log", 15)[-3000:]}
+
+    def summarise(self, result: dict) -> str:
+        return (f"{result['metric_rows']} metric rows, finished {result['finished']}, latest "
+                + ", ".join(f"{k} {v['value']}" for k, v in list(result["latest"].items())[:4]))
+
+
 def model_trainer_tools(ctx) -> list[M3Tool]:
     role = "Model Trainer"
     return [ConfigureTraining(ctx=ctx, role=role), RunTraining(ctx=ctx, role=role),
-            EvaluateModel(ctx=ctx, role=role)]
+            TrainingStatus(ctx=ctx, role=role), EvaluateModel(ctx=ctx, role=role)]

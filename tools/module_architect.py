@@ -17,6 +17,7 @@ from ml_templates.common.instantiate import instantiate
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.process import run_module
+from tools.scripts import confinement_for
 
 
 def _images(index) -> list:
@@ -122,9 +123,11 @@ class ValidateDataloader(M3Tool):
         if not ws.dataloader.exists():
             raise ToolError("Datapath/dataloader.py is missing: call write_dataloader first")
         template = self.ctx.plan().get("template", "")
+        # in LLM mode the dataloader may be the LLM's code: run it confined (tools/scripts.py)
         run = run_module(f"ml_templates.{template}.check_dataloader",
                          ["--datapath", str(ws.datapath)], ws.logout / "dataloader_check.log",
-                         timeout_s=900)
+                         timeout_s=900, confine=confinement_for(self.ctx),
+                         scratch=ws.root / ".tmp")
         gate = check_dataloader(ws, one_shape=template == "diagnosis")
         if not gate.ok:
             raise ToolError(gate.message() + ("\n" + run["log_tail"] if run["returncode"] else ""))

@@ -3,16 +3,14 @@ inherited, stoppable through the job's stop flag."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from core.secrets import SECRET_ENV
 from core.settings import REPO_ROOT
-
-SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
 
 def child_env(extra: dict | None = None) -> dict:
@@ -44,15 +42,28 @@ def tail(path: Path, lines: int = 25) -> str:
 
 
 def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
-               should_stop: Callable[[], bool] | None = None, poll_s: float = 1.0) -> dict:
-    """Run ``python -m module args``; returns rc, seconds, how it ended, and the log's tail."""
+               should_stop: Callable[[], bool] | None = None, poll_s: float = 1.0,
+               confine: dict | None = None, scratch: Path | None = None) -> dict:
+    """Run ``python -m module args``; returns rc, seconds, how it ended, and the log's tail.
+    ``confine`` (tools.scripts.confinement_for) runs it under that Landlock policy, with HOME
+    and TMPDIR in ``scratch`` (a folder it may write)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    extra: dict = {}
+    preexec = _die_with_parent if sys.platform == "linux" else None
+    if confine is not None:
+        from tools import landlock
+        from tools.scripts import _preexec
+        landlock.prepare()  # libc loaded before the fork
+        preexec = _preexec(confine, landlock.abi_version())
+        if scratch is not None:
+            scratch.mkdir(parents=True, exist_ok=True)
+            extra = {"HOME": str(scratch), "TMPDIR": str(scratch),
+                     "MPLCONFIGDIR": str(scratch)}
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=str(REPO_ROOT),
-                                stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-                                start_new_session=True,
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                stdout=log, stderr=subprocess.STDOUT, env=child_env(extra),
+                                start_new_session=True, preexec_fn=preexec)
         ended = "exited"
         while proc.poll() is None:
             if time.time() - started > timeout_s:
