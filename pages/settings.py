@@ -13,6 +13,7 @@ from core.user_settings import (AUTOPILOT, UPLOAD_BOUNDS, UPLOAD_DEFAULTS, UPLOA
                                 SettingsError, default_key_env, key_status, load_saved,
                                 save_settings)
 from crew.llm import describe
+from tools import landlock
 from pages.ui_common import context, md_escape
 
 MODES = ("Autopilot (no language model)", "A language model (LLM agents)")
@@ -61,6 +62,14 @@ st.caption(f"Source: {SOURCE_TEXT.get(settings.llm_source, settings.llm_source)}
            "the command line (`--llm`) > the server's environment (`M3B_LLM`, "
            "`M3B_LLM_BASE_URL`, `M3B_LLM_KEY_ENV`) > what is saved here "
            f"({code(settings.settings_path)}) > Autopilot.")
+st.caption(f"LLM agents' bounds per role: {settings.max_actions} tool calls, "
+           f"{settings.role_time_limit_s / 60:.0f} min, {settings.llm_retries} retries of a failed "
+           f"LLM call ({settings.llm_backoff_s:g} s backoff, doubling), "
+           f"{settings.llm_timeout_s:.0f} s per call; then the role's autopilot routine takes "
+           "over. Agent scripts run " + ("confined by Landlock." if landlock.abi_version() >= 1
+                                         else "**unconfined: this kernel has no Landlock** "
+                                         "(they are refused unless "
+                                         "`M3B_ALLOW_UNCONFINED_SCRIPTS=1`)."))
 for var, what in ENV_OVERRIDES:
     if os.environ.get(var, "").strip():
         st.warning(f"`{var}` is set in the server's environment and overrides {what} saved "
