@@ -21,7 +21,7 @@ run: demo
 	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
