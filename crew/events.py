@@ -87,9 +87,11 @@ def _before_llm(context) -> None:  # noqa: ANN001
     chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str)
                 else len(json.dumps(m.get("content"), default=str)) for m in messages)
     files, ctx.summarised[:] = sorted(set(ctx.summarised)), []
+    # names only (never text); bounded so the row stays valid JSON within the audit's 2000 chars
+    named = [f if len(f) <= 80 else "..." + f[-77:] for f in files[:15]]
     ctx.store.audit(role, "llm_prompt", ctx.job_id, json.dumps(
-        {"messages": len(messages), "chars": chars, "files_summarised": files[:100],
-         "more_files": max(0, len(files) - 100), "secrets_removed": removed}))
+        {"messages": len(messages), "chars": chars, "files_summarised": named,
+         "more_files": len(files) - len(named), "secrets_removed": removed}))
     return None
 
 

@@ -15,6 +15,7 @@ from crew.autopilot import ROUTINES, StageError
 from crew.stages import STAGES, check_evaluated
 from tools.context import JobContext
 from tools.registry import tools_for
+from tools.scripts import stop_background
 
 
 class JobRunner:
@@ -43,7 +44,6 @@ class JobRunner:
         self.ctx.event(stage.role, "stage", tool="start")
 
     def _end(self, i: int, ok: bool, message: str) -> None:
-        from tools.scripts import stop_background
         stage = STAGES[i]
         stopped = stop_background(self.ctx.job_id)  # a role's scripts end with its stage
         if stopped:
@@ -179,7 +179,6 @@ class JobRunner:
         except Exception as exc:  # never leave a job 'running' behind
             self.outcome, self.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            from tools.scripts import stop_background
             stop_background(job_id)  # scripts an agent left running in the background
         if self.outcome == "succeeded":
             verdict = check_evaluated(self.ctx)
