@@ -22,7 +22,7 @@ from tests.scripted_llm import ScriptedLLM
 NAME = "Hospital export 2024"
 REQUEST = "classify pneumonia versus normal chest X-rays from the hospital export"
 
-INDEX_SCRIPT = '''"""Index the hospital export: meta.dat lines are id|dx|subject (dx 0 normal, 1 pneumonia)."""
+INDEX_SCRIPT = '''"""Index the hospital export: meta.dat lines are id|dx|subject (dx 1 = pneumonia)."""
 import json
 import os
 from pathlib import Path
