@@ -11,19 +11,12 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from core.provenance import file_digest
 from core.settings import REPO_ROOT
 
 PACKAGES = ("torch", "monai", "transformers", "accelerate", "crewai", "numpy",
             "scikit-learn", "pydicom", "nibabel", "SimpleITK", "nnunetv2", "onnxruntime")
 MAX_HASHED_FILES = 20_000
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _files_of(index) -> list[Path]:
@@ -65,11 +58,11 @@ def build_manifest(datapath: Path, train_config: Path) -> dict:
         path = datapath / name
         if not path.exists():
             continue
-        indexes[name] = _sha256(path)
+        indexes[name] = file_digest(path)
         if name in ("train.json", "test.json"):
             for file in _files_of(json.loads(path.read_text())):
                 if len(data_files) < MAX_HASHED_FILES and str(file) not in data_files:
-                    data_files[str(file)] = _sha256(file)
+                    data_files[str(file)] = file_digest(file)
     config = json.loads(train_config.read_text()) if train_config.exists() else {}
     combined = hashlib.sha256("".join(f"{k}{v}" for k, v in sorted(data_files.items()))
                               .encode()).hexdigest()
