@@ -56,3 +56,12 @@ class ScriptedLLM(BaseLLM):
 
     def get_context_window_size(self) -> int:
         return 128_000
+
+
+def scripted_factory(scripts: dict, made: dict):
+    """An ``llm_factory`` for the runner: each role key gets a ScriptedLLM playing its script;
+    ``made`` collects them so a test can read what each one was sent."""
+    def make(role_key: str) -> ScriptedLLM:
+        made[role_key] = ScriptedLLM(model="scripted", script=scripts[role_key])
+        return made[role_key]
+    return make

@@ -10,7 +10,7 @@ import pytest
 from core.jobs import create_job
 from crew.runner import run_job
 from tests.conftest import tree_digest
-from tests.scripted_llm import ScriptedLLM
+from tests.scripted_llm import ScriptedLLM, scripted_factory
 
 DEMO = "Demo chest X-ray (synthetic)"
 REQUEST = "classify pneumonia versus normal chest X-rays"
@@ -32,19 +32,12 @@ def scripts(dataset: str = DEMO) -> dict:
     }
 
 
-def factory(script_map: dict, made: dict):
-    def make(role_key: str) -> ScriptedLLM:
-        made[role_key] = ScriptedLLM(model="scripted", script=script_map[role_key])
-        return made[role_key]
-    return make
-
-
 @pytest.mark.slow
 def test_scripted_llm_drives_all_four_roles(settings, store, registered_demo, demo_folder):
     before = tree_digest(demo_folder)
     job_id = create_job(settings, store, REQUEST, llm="scripted/test", auto_approve=True)
     made: dict = {}
-    result = run_job(settings, job_id, llm_factory=factory(scripts(), made))
+    result = run_job(settings, job_id, llm_factory=scripted_factory(scripts(), made))
     assert result["status"] == "succeeded", result["error"]
     assert set(result["metrics"]) == {"auc", "accuracy", "f1_macro"}
     roles = {r["role"]: r for r in result["roles"]}
@@ -119,7 +112,7 @@ def test_wrong_dataset_is_corrected_after_tool_error(settings, store, registered
                               [("write_plan", {"dataset": DEMO, "reasons": "demo fits"})],
                               "Chose the demo dataset."]
     made: dict = {}
-    result = run_job(settings, job_id, llm_factory=factory(script, made))
+    result = run_job(settings, job_id, llm_factory=scripted_factory(script, made))
     assert result["status"] == "cancelled"
     events = [e for e in store.events(job_id) if e["kind"] == "tool"]
     assert [e["ok"] for e in events] == [0, 1, 1]
@@ -137,7 +130,7 @@ def test_llm_that_never_plans_gets_the_gate_message_then_autopilot_plans(setting
     script = scripts()
     script["task_manager"] = ["I think the demo dataset is best."]  # no tool call at all
     made: dict = {}
-    result = run_job(settings, job_id, llm_factory=factory(script, made))
+    result = run_job(settings, job_id, llm_factory=scripted_factory(script, made))
     assert result["status"] == "cancelled", result["error"]
     assert result["dataset"] == DEMO  # chosen by the fallback routine
     assert made["task_manager"].calls == 3  # first answer + two gate retries

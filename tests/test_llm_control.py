@@ -12,7 +12,7 @@ from core.jobs import create_job
 from crew.control import is_retryable
 from crew.runner import run_job
 from tests.conftest import tree_digest
-from tests.scripted_llm import ScriptedLLM
+from tests.scripted_llm import scripted_factory
 
 REQUEST = "classify pneumonia versus normal chest X-rays"
 ROLES = ("Task Manager", "Data Engineer", "Module Architect", "Model Trainer")
@@ -22,13 +22,6 @@ def quick_trainer() -> list:
     return [[("configure_training", {"epochs": 2, "early_stopping_patience": 0,
                                      "batch_size": 16})],
             [("run_training", {})], [("evaluate_model", {})], "Scored; for research use only."]
-
-
-def make_factory(scripts: dict, made: dict):
-    def make(role_key: str) -> ScriptedLLM:
-        made[role_key] = ScriptedLLM(model="scripted", script=scripts[role_key])
-        return made[role_key]
-    return make
 
 
 def fallbacks(store, job_id) -> dict:
@@ -67,7 +60,7 @@ def test_garbage_llm_ends_in_a_finished_job_through_fallback(settings, store, sm
     local = replace(settings, llm_backoff_s=0.01)
     job_id = create_job(local, store, REQUEST, llm="scripted/garbage", auto_approve=True)
     made: dict = {}
-    result = run_job(local, job_id, llm_factory=make_factory(scripts, made))
+    result = run_job(local, job_id, llm_factory=scripted_factory(scripts, made))
     assert result["status"] == "succeeded", result["error"]
     assert result["metrics"]["auc"] >= 0.5
     fb = fallbacks(store, job_id)
@@ -101,7 +94,7 @@ def test_llm_that_times_out_is_retried_with_backoff_then_falls_back(settings, st
     monkeypatch.setattr(control.StageControl, "__init__", recording_init)
     job_id = create_job(local, store, REQUEST, llm="scripted/timeouts", auto_approve=True)
     made: dict = {}
-    result = run_job(local, job_id, llm_factory=make_factory(scripts, made))
+    result = run_job(local, job_id, llm_factory=scripted_factory(scripts, made))
     assert result["status"] == "succeeded", result["error"]
     assert waits == [0.25, 0.5] * 3  # two retries per timing-out role, doubling
     retries = [e for e in store.events(job_id) if e["kind"] == "llm" and e["tool"] == "retry"]
@@ -129,7 +122,7 @@ def test_llm_that_loops_forever_is_stopped_by_the_action_cap(settings, store, sm
     local = replace(settings, max_actions=cap)
     job_id = create_job(local, store, REQUEST, llm="scripted/loop", auto_approve=True)
     made: dict = {}
-    result = run_job(local, job_id, llm_factory=make_factory(scripts, made))
+    result = run_job(local, job_id, llm_factory=scripted_factory(scripts, made))
     assert result["status"] == "succeeded", result["error"]
     fb = fallbacks(store, job_id)
     assert set(fb) == set(ROLES)
@@ -184,7 +177,7 @@ def test_wall_time_cap_stops_a_slow_looping_role(settings, store, registered_dem
     job_id = create_job(local, store, REQUEST, llm="scripted/slow")
     store.update_job(job_id, approval="cancelled")  # planning only
     made: dict = {}
-    result = run_job(local, job_id, llm_factory=make_factory(
+    result = run_job(local, job_id, llm_factory=scripted_factory(
         {"task_manager": [slow], "data_engineer": ["-"], "module_architect": ["-"],
          "model_trainer": ["-"]}, made))
     assert result["status"] == "cancelled" and result["dataset"] == "Demo chest X-ray (synthetic)"

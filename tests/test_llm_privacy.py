@@ -14,7 +14,7 @@ import pytest
 from core.jobs import create_job
 from crew.runner import run_job
 from tests.conftest import tree_digest
-from tests.scripted_llm import ScriptedLLM
+from tests.scripted_llm import scripted_factory
 
 KEY = "sk-test-PRIVACY-0123456789abcdef"
 OTHER_KEY = "hf_PRIVACYtoken_9876543210"
@@ -91,12 +91,8 @@ def test_no_key_or_patient_tag_reaches_store_files_or_prompts(settings, store, m
     }
     made: dict = {}
 
-    def factory(role_key):
-        made[role_key] = ScriptedLLM(model="scripted", script=scripts[role_key])
-        return made[role_key]
-
     job_id = create_job(settings, store, REQUEST, llm="scripted/privacy", auto_approve=True)
-    outcome = run_job(settings, job_id, llm_factory=factory)
+    outcome = run_job(settings, job_id, llm_factory=scripted_factory(scripts, made))
     assert outcome["status"] == "succeeded", outcome["error"]
     events = store.events(job_id)
     de_tools = [(e["tool"], e["ok"]) for e in events if e["role"] == "Data Engineer"

@@ -17,7 +17,7 @@ from core.jobs import create_job
 from core.scan import scan_folder
 from crew.runner import run_job
 from tests.conftest import tree_digest
-from tests.scripted_llm import ScriptedLLM
+from tests.scripted_llm import scripted_factory
 
 NAME = "Hospital export 2024"
 REQUEST = "classify pneumonia versus normal chest X-rays from the hospital export"
@@ -118,12 +118,8 @@ def test_llm_writes_and_debugs_index_script_and_fixes_dataloader(settings, store
     }
     made: dict = {}
 
-    def factory(role_key):
-        made[role_key] = ScriptedLLM(model="scripted", script=scripts[role_key])
-        return made[role_key]
-
     job_id = create_job(settings, store, REQUEST, llm="scripted/debug", auto_approve=True)
-    result = run_job(settings, job_id, llm_factory=factory)
+    result = run_job(settings, job_id, llm_factory=scripted_factory(scripts, made))
     assert result["status"] == "succeeded", result["error"]
     assert not any(e["kind"] == "fallback" for e in store.events(job_id))
     events = store.events(job_id)

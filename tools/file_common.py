@@ -55,6 +55,14 @@ def _as_list(value: Any) -> Any:
     return value
 
 
+def path_list(paths: Any) -> list[str]:
+    """The files of one read or preview call: a name or a list of 1 to MAX_PATHS names."""
+    paths = _as_list(paths)
+    if not paths or len(paths) > MAX_PATHS:
+        raise ToolError(f"give 1 to {MAX_PATHS} paths")
+    return paths
+
+
 def _regular(real: Path, name: str) -> os.stat_result:
     """stat of a regular file, or a ToolError (missing, a folder, a device, a FIFO ...)."""
     try:

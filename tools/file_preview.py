@@ -16,7 +16,7 @@ from tools.context import ToolError
 from tools.data_engineer import bounded
 from tools.file_common import (COUNT_BYTES, IMAGE_SUFFIXES, ITK_SUFFIXES, MAX_JSON_BYTES,
                                MAX_PATHS, PREVIEW_BUDGET, PREVIEW_ROWS, PREVIEW_WORDS,
-                               RESULT_BUDGET, TABLE_SUFFIXES, JailedTool, _as_list, _is_binary,
+                               RESULT_BUDGET, TABLE_SUFFIXES, JailedTool, path_list, _is_binary,
                                _is_dicom, _read_head, _regular, _size)
 from tools.file_read import PathsArgs
 from tools.sandbox import NOTICE
@@ -243,9 +243,7 @@ class PreviewFiles(JailedTool):
     args_schema: type[BaseModel] = PathsArgs
 
     def execute(self, paths: list[str]) -> dict:
-        paths = _as_list(paths)
-        if not paths or len(paths) > MAX_PATHS:
-            raise ToolError(f"give 1 to {MAX_PATHS} paths")
+        paths = path_list(paths)
         jail, budget = self.jail, PREVIEW_BUDGET // len(paths)
         out, names = [], []
         for name in paths:

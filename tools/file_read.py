@@ -13,7 +13,7 @@ from tools.context import ToolError
 from tools.file_common import (CODE_SUFFIXES, DIR_FIRST, MAX_DIRS, MAX_LIST, MAX_PATHS,
                                MAX_WALK, READ_BUDGET, RESULT_BUDGET, TABLE_SUFFIXES, JailedTool,
                                _as_list, _is_binary, _is_dicom, _read_head, _regular, _size,
-                               natural_key)
+                               natural_key, path_list)
 from tools.sandbox import DATASET
 
 
@@ -123,9 +123,7 @@ class ReadFiles(JailedTool):
     args_schema: type[BaseModel] = PathsArgs
 
     def execute(self, paths: list[str]) -> dict:
-        paths = _as_list(paths)
-        if not paths or len(paths) > MAX_PATHS:
-            raise ToolError(f"give 1 to {MAX_PATHS} paths")
+        paths = path_list(paths)
         jail, budget = self.jail, READ_BUDGET // len(paths)
         out, names = [], []
         for name in paths:
