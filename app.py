@@ -4,14 +4,16 @@
 
 Pages are listed explicitly below; helpers shared by the pages live in ``pages/ui_common.py``.
 """
-import core  # noqa: F401  (first: applies the process set-up before anything else loads)
+from core.config.bootstrap import apply
+
+apply()  # first: the process set-up before anything else loads
 
 import streamlit as st
 
 from core import RESEARCH_ONLY
-from core.jobs import reap_orphans
-from core.settings import AUTOPILOT, get_settings
-from core.store import open_store
+from core.jobs.lifecycle import reap_orphans
+from core.config.settings import AUTOPILOT, get_settings
+from core.store.db import open_store
 
 st.set_page_config(page_title="M3Builder", page_icon=":material/biotech:", layout="wide")
 

@@ -118,10 +118,11 @@ def _peak_rss_bytes() -> int:
 
 def measure(root: Path, description: str, validate: bool) -> dict:
     """Scan, index and gate ``root`` in this process; return timings, memory, preview sizes."""
-    import core  # noqa: F401  (process set-up)
-    from core.scan import scan_folder
-    from core.tasks import check_index, template_for, write_index
-    from core.workspace import JobWorkspace
+    from core.config.bootstrap import apply
+    apply()  # process set-up
+    from core.datasets.layouts.dispatch import scan_folder
+    from core.planning.tasks import check_index, template_for, write_index
+    from core.jobs.workspace import JobWorkspace
 
     baseline = _peak_rss_bytes()
     out: dict = {"dataset": str(root)}
@@ -159,7 +160,7 @@ def measure(root: Path, description: str, validate: bool) -> dict:
                    build_index_result_bytes=len(build_json),
                    unbounded_summary_bytes=len(json.dumps(scan.summary(), default=str)))
         if validate:
-            from core.validation import validate as run_validation
+            from core.datasets.validation import validate as run_validation
             t5 = time.perf_counter()
             v = run_validation(scan, description)
             out.update(validate_s=round(time.perf_counter() - t5, 2),

@@ -1,11 +1,11 @@
-"""M3Builder's domain package: settings, datacards, store, jobs, datasets, evaluation.
+"""M3Builder's domain, one package per stage of the flow, in the order data moves through it:
 
-`core` imports no UI and none of `crew`, `tools` or `pages`. Importing it applies the process
-set-up in :mod:`core.bootstrap` (quiet telemetry, the torchvision guard).
+config -> imaging -> privacy -> store -> datasets (layouts) -> jobs -> planning -> evaluation ->
+training -> viewing; demo generates the demo data.
+
+`core` imports no UI and none of `crew`, `tools`, `runtime` or `pages`. Importing it does
+nothing else: each entry point calls :func:`core.config.bootstrap.apply` itself.
 """
-from core import bootstrap as _bootstrap
-
-_bootstrap.apply()
 
 __version__ = "0.1.0"
 RESEARCH_ONLY = (

@@ -1,3 +1,5 @@
 """M3Builder's crew: four role agents (Task Manager, Data Engineer, Module Architect, Model
 Trainer) run in sequence by CrewAI with an LLM, or by deterministic autopilot without one."""
-import core  # noqa: F401  (process set-up before crewai is imported anywhere)
+from core.config.bootstrap import apply as _process_setup
+
+_process_setup()  # before crewai is imported anywhere

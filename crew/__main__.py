@@ -1,6 +1,8 @@
 import sys
 
-import core  # noqa: F401  (process set-up first)
+from core.config.bootstrap import apply
+
+apply()  # process set-up first
 from crew.cli import main
 
 sys.exit(main())

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 
-from core.datacards import write_json_atomic
-from core.jobs import create_job, request_stop
-from core.settings import Settings, get_settings
-from core.store import Store, open_store
+from core.datasets.datacards import write_json_atomic
+from core.jobs.launcher import run_to_end
+from core.jobs.lifecycle import create_job
+from core.config.settings import Settings, get_settings
+from core.store.db import Store, open_store
 from crew.stages import STAGES
 
 SUITES = ("m3bench-lite",)
@@ -51,36 +51,6 @@ def role_stats(store: Store, job_id: str) -> dict[str, dict]:
     return stats
 
 
-def _run_job_interruptibly(settings: Settings, store: Store, job_id: str) -> tuple[dict, bool]:
-    """Run the job in a worker thread so Ctrl-C asks it to stop (training keeps its best model
-    and is scored) instead of leaving a job marked running. Returns (result, interrupted)."""
-    from crew.runner import run_job
-
-    result: dict = {}
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            result.update(run_job(settings, job_id))
-        except BaseException as exc:  # reported to the caller, never lost in the thread
-            errors.append(exc)
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    interrupted = False
-    try:
-        while worker.is_alive():
-            worker.join(timeout=0.5)
-    except KeyboardInterrupt:
-        _log("stopping the current job (its best model so far is still scored)...")
-        interrupted = True
-        request_stop(store, job_id, actor="bench")
-        worker.join()
-    if errors:
-        raise errors[0]
-    return result, interrupted
-
-
 def run_once(settings: Settings, store: Store, dataset, run: int, llm: str) -> dict:
     """One job for one dataset; the verdict and its reasons, metrics and per-role costs."""
     started = time.time()
@@ -91,7 +61,7 @@ def run_once(settings: Settings, store: Store, dataset, run: int, llm: str) -> d
     try:
         job_id = create_job(settings, store, dataset.request, llm, auto_approve=True)
         record["job_id"] = job_id
-        result, record["interrupted"] = _run_job_interruptibly(settings, store, job_id)
+        result, record["interrupted"] = run_to_end(settings, store, job_id, actor="bench")
         plan_path = settings.jobs_dir / job_id / "plan.json"
         plan = json.loads(plan_path.read_text()) if plan_path.exists() else {}
         metrics = {k: v for k, v in (result.get("metrics") or {}).items()
@@ -192,7 +162,7 @@ def format_table(results: dict) -> str:
 
 def _register_all(settings: Settings, store: Store, data_dir: Path, datasets: list) -> dict:
     """Generate (when missing) and register each dataset; name -> error text or None."""
-    from core.registration import register_dataset
+    from core.datasets.registration import register_dataset
 
     errors: dict[str, str | None] = {}
     for dataset in datasets:
@@ -231,7 +201,7 @@ def _accepted_tasks(task: str) -> set[str]:
 def _unregister(settings: Settings, store: Store, datasets: list) -> None:
     """Drop the cards of datasets that are not usable: a stale card from an earlier bench, or
     one registered under the wrong task, would be chosen for other datasets' requests."""
-    from core.catalog import sync_store
+    from core.datasets.catalog import sync_store
 
     for dataset in datasets:
         card = settings.datacards_dir / f"{dataset.datacard('').slug()}.json"

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 
-from core.jobs import JobError, create_job, request_stop, set_approval
-from core.settings import get_settings
-from core.store import TERMINAL_STATUSES, open_store
+from core.jobs.launcher import run_to_end
+from core.jobs.lifecycle import JobError, create_job, set_approval
+from core.config.settings import get_settings
+from core.store.db import TERMINAL_STATUSES, open_store
 
 
 def _print(data: dict, as_json: bool) -> None:
@@ -32,14 +32,14 @@ def _print(data: dict, as_json: bool) -> None:
 
 
 def cmd_register(args) -> int:
-    from core.registration import register_dataset
+    from core.datasets.registration import register_dataset
     settings = get_settings(args.home)
     result = register_dataset(settings, open_store(settings.store_path), args.path, args.name,
                               args.description or "", allow_pickle=args.allow_pickle)
     if args.json:
         _print(result, True)
     else:
-        from core.registration import format_registration
+        from core.datasets.registration import format_registration
         print(format_registration(result))
     return 0 if result["status"] == "registered" else 1
 
@@ -84,7 +84,6 @@ def cmd_build(args) -> int:
         print("error: the plan needs approval and there is no terminal to ask; pass --yes to "
               "approve it without asking", file=sys.stderr)
         return 2
-    from crew.runner import run_job
     settings = get_settings(args.home, args.llm)
     store = open_store(settings.store_path)
     try:
@@ -92,21 +91,17 @@ def cmd_build(args) -> int:
     except JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result: dict = {}
-    worker = threading.Thread(target=lambda: result.update(run_job(settings, job_id)), daemon=True)
-    worker.start()
-    last, asked = 0, False
-    while worker.is_alive():
-        try:
-            last = _progress(store, job_id, last)
-            if not asked and (store.job(job_id) or {}).get("status") == "awaiting_approval":
-                asked = True
-                _ask_approval(store, job_id)
-            worker.join(timeout=0.5)
-        except KeyboardInterrupt:
-            print("\nstopping the job (training keeps its best model so far)...", file=sys.stderr)
-            request_stop(store, job_id, actor="cli")
-    _progress(store, job_id, last)
+    state = {"last": 0, "asked": False}
+
+    def tick(job: dict) -> None:
+        state["last"] = _progress(store, job_id, state["last"])
+        if not state["asked"] and job.get("status") == "awaiting_approval":
+            state["asked"] = True
+            _ask_approval(store, job_id)
+
+    print("(Ctrl-C stops the job; training keeps its best model so far)", file=sys.stderr)
+    result, _ = run_to_end(settings, store, job_id, on_tick=tick)  # the app's worker process
+    _progress(store, job_id, state["last"])
     _print(result, args.json)
     return 0 if result.get("status") in ("succeeded", "no_dataset") else 1
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from core import demo_detection, demo_diagnosis, demo_reports, demo_segmentation
-from core.catalog import find_entry, sync_store
-from core.demo_data import DEMO_DESCRIPTION, DEMO_FOLDER, DEMO_NAME, make_chest_xray_demo
-from core.registration import register_dataset
-from core.settings import Settings
-from core.store import open_store
+from core.demo import detection as demo_detection, diagnosis as demo_diagnosis, \
+    reports as demo_reports, segmentation as demo_segmentation
+from core.datasets.catalog import find_entry, sync_store
+from core.demo.chest_xray import DEMO_DESCRIPTION, DEMO_FOLDER, DEMO_NAME, make_chest_xray_demo
+from core.datasets.registration import register_dataset
+from core.config.settings import Settings
+from core.store.db import open_store
 
 # (datacard name, folder under <home>/demo, builder, description)
 DEMOS: list[tuple[str, str, Callable[[Path], Path], str]] = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 
-from core.secrets import scrub, secret_values
+from core.config.secrets import scrub, secret_values
 
 _routes: dict[str, tuple] = {}       # agent id / task id -> (JobContext, role)
 _lock = threading.Lock()

@@ -1,6 +1,6 @@
 """Resume a stopped or failed job's training from its newest checkpoint.
 
-``core.jobs.prepare_resume`` sets ``"resume": true`` in the job's train_config.json and queues
+``core.jobs.lifecycle.prepare_resume`` sets ``"resume": true`` in the job's train_config.json and queues
 the job; ``python -m crew.worker JOB --resume`` then runs :class:`ResumeRunner`: the plan, index
 and dataloader of the first run are reused once their gates pass again (the dataset folder may
 have moved since), and the Model Trainer runs ``run_training`` (the template continues from the

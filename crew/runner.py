@@ -8,9 +8,9 @@ import os
 import time
 from collections.abc import Callable
 
-from core.jobs import set_approval, wait_for_approval
-from core.settings import AUTOPILOT, Settings
-from core.store import open_store
+from core.jobs.lifecycle import set_approval, wait_for_approval
+from core.config.settings import AUTOPILOT, Settings
+from core.store.db import open_store
 from crew.autopilot import ROUTINES, StageError
 from crew.stages import STAGES, check_evaluated
 from tools.context import JobContext
@@ -220,7 +220,7 @@ class JobRunner:
                 "dataset": plan.get("dataset"), "task": plan.get("task"),
                 "metrics": report.get("metrics", {}) if succeeded else {},
                 "ci95": report.get("ci95", {}) if succeeded else {},
-                "model_dir": str(ws.logout / "model") if succeeded else None,
+                "model_dir": str(ws.model_dir) if succeeded else None,
                 "workspace": str(ws.root), "roles": self._roles(), "error": self.error or None,
                 "reasons": plan.get("reasons"), "llm": self.job["llm"]}
 

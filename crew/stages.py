@@ -5,23 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from core.catalog import load_catalog
-from core.gates import GateResult, check_dataloader, check_plan, check_report, check_training
-from core.provenance import file_digest
-from core.tasks import check_index
+from core.jobs.gates import GateResult
+from core.jobs.provenance import file_digest
 from tools.context import JobContext
-
-
-def _plan_gate(ctx: JobContext) -> GateResult:
-    known = {e.card.name: e.available for e in load_catalog(ctx.settings)}
-    return check_plan(ctx.workspace, known)
-
-
-def _training_gate(ctx: JobContext) -> GateResult:
-    training = check_training(ctx.workspace, len(ctx.store.metrics(ctx.job_id)))
-    if not training.ok:
-        return training
-    return check_report(ctx.workspace)
+from tools.gates import dataloader_gate, index_gate, plan_gate, trainer_gate
 
 
 def check_evaluated(ctx: JobContext) -> GateResult:
@@ -48,12 +35,9 @@ class Stage:
 
 
 STAGES = [
-    Stage("task_manager", "Task Manager", "plan_task", _plan_gate),
-    Stage("data_engineer", "Data Engineer", "index_task",
-          lambda ctx: check_index(ctx.workspace, ctx.plan().get("template", ""))),
-    Stage("module_architect", "Module Architect", "dataloader_task",
-          lambda ctx: check_dataloader(ctx.workspace,
-                                       one_shape=ctx.plan().get("template") == "diagnosis")),
-    Stage("model_trainer", "Model Trainer", "training_task", _training_gate),
+    Stage("task_manager", "Task Manager", "plan_task", plan_gate),
+    Stage("data_engineer", "Data Engineer", "index_task", index_gate),
+    Stage("module_architect", "Module Architect", "dataloader_task", dataloader_gate),
+    Stage("model_trainer", "Model Trainer", "training_task", trainer_gate),
 ]
 ROLE_NAMES = {s.role_key: s.role for s in STAGES}

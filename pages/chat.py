@@ -5,11 +5,11 @@ from pathlib import Path
 
 import streamlit as st
 
-import crew.worker
+from core.jobs import launcher
 from core import RESEARCH_ONLY
-from core.catalog import find_entry, load_catalog
-from core.jobs import JobError, create_job, is_finished, set_approval
-from core.plan_edits import (LIMITS, PlanEditError, current_values, dataset_choices,
+from core.datasets.catalog import find_entry, load_catalog
+from core.jobs.lifecycle import JobError, create_job, is_finished, set_approval
+from core.planning.plan_edits import (LIMITS, PlanEditError, current_values, dataset_choices,
                              edit_plan, engine_choices, network_choices, planned_epochs,
                              user_edits)
 from crew.stages import STAGES
@@ -35,7 +35,7 @@ if prompt is not None:
         submit_error = f"No job was created: {exc}."
     else:
         try:
-            crew.worker.launch(settings, new_id)
+            launcher.launch_worker(settings, store, new_id)
         except Exception as exc:  # the worker could not start: say so, don't leave it queued
             store.update_job(new_id, status="failed", error=f"could not start the worker: {exc}")
             submit_error = f"The job was created but its worker could not start: {exc}"

@@ -7,14 +7,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.catalog import load_catalog
-from core.datacards import NAME_RE, TASKS
-from core.registration import (RegistrationError, delete_datacard, draft_dataset,
+from core.datasets.catalog import load_catalog
+from core.datasets.datacards import NAME_RE, TASKS
+from core.datasets.registration import (RegistrationError, delete_datacard, draft_dataset,
                                register_dataset, tasks_for_layout, update_datacard)
-from core.scan import ScanError
-from core.settings import BUILTIN_DATACARDS
-from core.thumbnails import class_thumbnails
-from core.uploads import (UploadError, UploadLimits, extract_zip, folder_name, remove_upload,
+from core.datasets.layouts.types import ScanError
+from core.config.settings import BUILTIN_DATACARDS
+from core.datasets.thumbnails import class_thumbnails
+from core.datasets.uploads import (UploadError, UploadLimits, extract_zip, folder_name, remove_upload,
                           unregistered_uploads, uploads_dir)
 from crew.demo import ensure_demo
 from pages.ui_common import context, fmt_when, md_escape, read_json

@@ -12,10 +12,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import RESEARCH_ONLY
-from core.model_inference import (ACCEPTED_TEXT, MAX_UPLOAD_MB, TEMPLATES, InferenceError,
+from core.viewing.inference import (ACCEPTED_TEXT, MAX_UPLOAD_MB, TEMPLATES, InferenceError,
                                   load_model, model_files_missing, model_template,
                                   predict_upload, preprocessing_config, training_images)
-from core.model_views import (TASK_NAMES, detection_curves, detection_rows, diagnosis_roc,
+from core.viewing.model_views import (TASK_NAMES, detection_curves, detection_rows, diagnosis_roc,
                               downloads, headline, metric_table, report_comparison,
                               report_samples, segmentation_rows)
 from pages.ui_common import (context, fmt_duration, fmt_num, fmt_when, md_escape, metrics_row,

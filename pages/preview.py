@@ -10,13 +10,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.catalog import load_catalog
-from core.preview import (AXES, MANUAL, MAX_CHANNELS, MAX_THUMB_CLASSES, MAX_THUMBS_PER_CLASS,
+from core.datasets.catalog import load_catalog
+from core.viewing.preview import (AXES, MANUAL, MAX_CHANNELS, MAX_THUMB_CLASSES, MAX_THUMBS_PER_CLASS,
                           PreviewError, SampleRef, box_color, class_groups, class_thumbnails,
                           dataset_scan, default_window_name, display_boxes, hex_color,
                           load_mask, load_volume, render_slice, sample_ref, window_choices,
                           window_for)
-from core.preview_dicom import HeaderError, dicom_file_of, dicom_header
+from core.viewing.dicom_header import HeaderError, dicom_file_of, dicom_header
 from pages.ui_common import context, md_escape
 
 DATASET, SERVER_PATH = "A registered dataset", "A file or folder on this server"

@@ -1,6 +1,6 @@
 """Settings: the language model and where its key comes from, the home folder, upload limits.
 
-Non-secret settings are saved in ``<home>/settings.json`` (core.user_settings); keys never are.
+Non-secret settings are saved in ``<home>/settings.json`` (core.config.user_settings); keys never are.
 """
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import os
 import streamlit as st
 
 from core import RESEARCH_ONLY
-from core.user_settings import (AUTOPILOT, UPLOAD_BOUNDS, UPLOAD_DEFAULTS, UPLOAD_LABELS,
+from core.config.user_settings import (AUTOPILOT, UPLOAD_BOUNDS, UPLOAD_DEFAULTS, UPLOAD_LABELS,
                                 SettingsError, default_key_env, key_status, load_saved,
                                 save_settings)
 from crew.llm import describe
-from tools import landlock
+from runtime import landlock
 from pages.ui_common import context, md_escape
 
 MODES = ("Autopilot (no language model)", "A language model (LLM agents)")

@@ -12,11 +12,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-import crew.worker
-from core.curves import MAX_POINTS, JobCurves, chart_groups, training_progress
-from core.jobs import (RESUMABLE_STATUSES, JobError, is_finished, job_logs, prepare_resume,
+from core.jobs import launcher
+from core.store.curves import MAX_POINTS, JobCurves, chart_groups, training_progress
+from core.jobs.lifecycle import (RESUMABLE_STATUSES, JobError, is_finished, job_logs, prepare_resume,
                        request_stop, resume_problem, role_timeline, tail_file)
-from core.system_stats import fmt_bytes, process_tree, system_stats
+from core.viewing.system_stats import fmt_bytes, process_tree, system_stats
 from crew.stages import STAGES
 from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, fmt_when, read_json
 
@@ -92,7 +92,7 @@ def resume(selected: str) -> None:
         st.session_state["training_notice"] = ("error", str(exc))
         return
     try:
-        crew.worker.launch(settings, selected, resume=True)
+        launcher.launch_worker(settings, store, selected, resume=True)
     except OSError as exc:
         store.update_job(selected, status="failed", finished_at=time.time(),
                          error=f"could not start the worker: {exc}")

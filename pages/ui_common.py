@@ -12,8 +12,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.settings import Settings, get_settings
-from core.store import Store, open_store
+from core.config.settings import Settings, get_settings
+from core.store.db import Store, open_store
 
 
 def _run_through_app_entry() -> None:

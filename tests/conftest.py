@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("CREWAI_TESTING", "true")
 
-import core  # noqa: E402,F401  (process set-up before anything imports crewai)
+from core.config.bootstrap import apply  # noqa: E402
+
+apply()  # process set-up before anything imports crewai
 
 
 @pytest.fixture(autouse=True)
@@ -27,26 +29,26 @@ def _isolated_env(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def settings():
-    from core.settings import get_settings
+    from core.config.settings import get_settings
     return get_settings()
 
 
 @pytest.fixture
 def store(settings):
-    from core.store import open_store
+    from core.store.db import open_store
     return open_store(settings.store_path)
 
 
 @pytest.fixture(scope="session")
 def demo_folder(tmp_path_factory) -> Path:
-    from core.demo_data import make_chest_xray_demo
+    from core.demo.chest_xray import make_chest_xray_demo
     return make_chest_xray_demo(tmp_path_factory.mktemp("demo") / "chest_xray_demo")
 
 
 @pytest.fixture
 def registered_demo(settings, store, demo_folder):
-    from core.demo_data import DEMO_DESCRIPTION, DEMO_NAME
-    from core.registration import register_dataset
+    from core.demo.chest_xray import DEMO_DESCRIPTION, DEMO_NAME
+    from core.datasets.registration import register_dataset
     result = register_dataset(settings, store, str(demo_folder), DEMO_NAME, DEMO_DESCRIPTION)
     assert result["status"] == "registered", result
     return result
@@ -58,14 +60,14 @@ SMALL_DEMO = "Small chest X-ray"
 @pytest.fixture(scope="session")
 def small_folder(tmp_path_factory):
     """A tiny chest X-ray set (14 patients per class, 48 px): LLM-mode tests train on it."""
-    from core.demo_data import make_chest_xray_demo
+    from core.demo.chest_xray import make_chest_xray_demo
     return make_chest_xray_demo(tmp_path_factory.mktemp("small") / "cxr", patients_per_class=14,
                                 size=48)
 
 
 @pytest.fixture
 def small(settings, store, small_folder):
-    from core.registration import register_dataset
+    from core.datasets.registration import register_dataset
     result = register_dataset(settings, store, str(small_folder), SMALL_DEMO,
                               "Small synthetic chest X-ray PNGs, NORMAL vs PNEUMONIA folders")
     assert result["status"] == "registered", result
@@ -80,3 +82,27 @@ def tree_digest(folder: Path) -> str:
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def channel_paths(output_dir) -> dict:
+    """The run-channel keys of a train_config.json whose output folder is ``output_dir``."""
+    return {"metrics_path": str(Path(output_dir) / "metrics.jsonl"),
+            "stop_path": str(Path(output_dir) / "stop.request")}
+
+
+def channel_metrics(output_dir) -> list[dict]:
+    """What a training child reported through its run channel, as the store's metric rows
+    (step, epoch, name, value), each line validated as the parent validates it."""
+    import json
+
+    from core.training.channel import parse_line
+    rows = []
+    path = Path(output_dir) / "metrics.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        parsed = parse_line(line)
+        assert parsed is not None, f"the parent would reject this channel line: {line[:200]}"
+        step, epoch, values = parsed
+        ts = json.loads(line).get("ts", 0.0)
+        rows += [{"step": step, "epoch": epoch, "name": k, "value": v, "ts": ts}
+                 for k, v in values.items()]
+    return rows

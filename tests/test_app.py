@@ -1,7 +1,7 @@
 """The Streamlit app, driven headlessly with streamlit.testing.v1.AppTest.
 
 Each test gets its own M3Builder home (M3B_HOME=tmp_path). No background worker is started:
-`crew.worker.launch` is replaced by a recorder, and the approval test runs the real planning
+`core.jobs.launcher.launch_worker` is replaced by a recorder, and the approval test runs the real planning
 stage in a thread of this process.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import core
-from core.demo_data import DEMO_DESCRIPTION, DEMO_NAME, make_chest_xray_demo
-from core.jobs import create_job
-from core.settings import get_settings
-from core.store import open_store
+from core.demo.chest_xray import DEMO_DESCRIPTION, DEMO_NAME, make_chest_xray_demo
+from core.jobs.lifecycle import create_job
+from core.config.settings import get_settings
+from core.store.db import open_store
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -34,10 +34,11 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def launched(monkeypatch):
-    """Record crew.worker.launch calls instead of starting a worker process."""
+    """Record launch_worker calls instead of starting a worker process."""
     calls: list[str] = []
-    import crew.worker
-    monkeypatch.setattr(crew.worker, "launch", lambda settings, job_id: calls.append(job_id))
+    from core.jobs import launcher
+    monkeypatch.setattr(launcher, "launch_worker",
+                        lambda settings, store, job_id, resume=False: calls.append(job_id))
     return calls
 
 

@@ -132,7 +132,7 @@ def _ask(page, text: str, tries: int = 3) -> None:
 
 
 def _job(home: Path) -> dict | None:
-    from core.store import open_store
+    from core.store.db import open_store
     store = open_store(home / "store.db")
     jobs = store.jobs(limit=5)
     return jobs[0] if jobs else None
@@ -144,7 +144,7 @@ def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_pat
                                                                         tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from core.demo_data import make_chest_xray_demo
+    from core.demo.chest_xray import make_chest_xray_demo
 
     # small and coarse: training is seconds per epoch, the pages show the same things
     data = make_chest_xray_demo(tmp_path / "hospital_cxr", patients_per_class=24, size=48)

@@ -15,9 +15,9 @@ import pytest
 
 import core
 import crew.autopilot
-from core.demo_data import DEMO_NAME
-from core.jobs import create_job
-from core.plan_edits import PlanEditError, edit_plan, validate_edits
+from core.demo.chest_xray import DEMO_NAME
+from core.jobs.lifecycle import create_job
+from core.planning.plan_edits import PlanEditError, edit_plan, validate_edits
 from crew.autopilot import StageError
 from tests.test_app import (REQUEST, context, home, launched,  # noqa: F401  (fixtures)
                             make_finished_job, run_app, texts)
@@ -246,11 +246,11 @@ def test_edit_to_another_fitting_dataset(planned):
 
 
 def test_a_plan_the_gate_refuses_is_put_back(planned, monkeypatch):
-    import core.plan_edits
-    from core.gates import GateResult
+    import core.planning.plan_edits
+    from core.jobs.gates import GateResult
 
     before = planned.plan_bytes()
-    monkeypatch.setattr(core.plan_edits, "check_plan", lambda ws, known: GateResult(
+    monkeypatch.setattr(core.planning.plan_edits, "check_plan", lambda ws, known: GateResult(
         "plan", False, ["dataset 'x' is registered but its folder does not exist"]))
     with pytest.raises(PlanEditError, match="its folder does not exist"):
         edit_plan(planned.settings, planned.store, planned.job_id, {"epochs": 5})
@@ -329,7 +329,7 @@ def test_history_survives_a_reload_and_a_restart(home, launched):
     at.chat_input[0].set_value("detect nodules on chest CT").run()
     assert len(launched) == 1
 
-    from core import store as store_module
+    from core.store import db as store_module
     store_module._stores.clear()  # a server restart: new process, new connection
     at = run_app("pages/chat.py")  # a fresh session
     users = [m.markdown[0].value for m in at.chat_message if m.name == "user"]

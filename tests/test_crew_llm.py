@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from core.jobs import create_job
+from core.jobs.lifecycle import create_job
 from crew.runner import run_job
 from tests.conftest import tree_digest
 from tests.scripted_llm import ScriptedLLM, scripted_factory

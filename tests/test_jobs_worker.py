@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from core.jobs import JobError, create_job, set_approval
-from crew.worker import launch
+from core.jobs.lifecycle import JobError, create_job, set_approval
+from core.jobs.launcher import launch_worker
 
 
 def wait_for(store, job_id, statuses, timeout=120):
@@ -24,7 +24,7 @@ def wait_for(store, job_id, statuses, timeout=120):
 def test_worker_waits_for_approval_then_cancels(settings, store, registered_demo):
     job_id = create_job(settings, store, "classify pneumonia versus normal chest X-rays",
                         "autopilot")
-    pid = launch(settings, job_id)
+    pid = launch_worker(settings, store, job_id)
     assert pid != os.getpid() and os.getpgid(pid) != os.getpgid(0)  # its own session
     job = wait_for(store, job_id, {"awaiting_approval", "failed"})
     assert job["status"] == "awaiting_approval", job["error"]
@@ -42,7 +42,7 @@ def test_worker_waits_for_approval_then_cancels(settings, store, registered_demo
 
 def test_worker_finishes_no_dataset_job(settings, store, registered_demo):
     job_id = create_job(settings, store, "segment the liver on MRI", "autopilot")
-    launch(settings, job_id)
+    launch_worker(settings, store, job_id)
     job = wait_for(store, job_id, {"no_dataset", "failed"})
     assert job["status"] == "no_dataset"
     assert "No registered dataset fits" in json.loads(job["result"])["reasons"]
@@ -65,7 +65,7 @@ def test_approval_decision_is_validated(store):
 
 
 def test_orphaned_running_job_is_marked_failed(store):
-    from core.jobs import reap_orphans
+    from core.jobs.lifecycle import reap_orphans
     store.insert_job({"id": "dead", "status": "running", "created_at": 0.0, "pid": 2 ** 22 + 7})
     store.insert_job({"id": "live", "status": "running", "created_at": 0.0, "pid": os.getpid()})
     assert reap_orphans(store) == ["dead"]
@@ -76,10 +76,10 @@ def test_orphaned_running_job_is_marked_failed(store):
 
 @pytest.mark.slow
 def test_stop_during_training_keeps_best_model(settings, store, registered_demo):
-    from core.jobs import request_stop
+    from core.jobs.lifecycle import request_stop
     job_id = create_job(settings, store, "classify pneumonia versus normal chest X-rays",
                         "autopilot", auto_approve=True)
-    launch(settings, job_id)
+    launch_worker(settings, store, job_id)
     deadline = time.time() + 240
     while not any(m["name"] == "eval_auc" for m in store.metrics(job_id)):
         assert time.time() < deadline and store.job(job_id)["status"] not in ("failed",)

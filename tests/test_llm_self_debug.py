@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.jobs import create_job
-from core.scan import scan_folder
+from core.jobs.lifecycle import create_job
+from core.datasets.layouts.dispatch import scan_folder
 from crew.runner import run_job
 from tests.conftest import tree_digest
 from tests.scripted_llm import scripted_factory

@@ -18,8 +18,8 @@ import pytest
 from PIL import Image
 
 from bench.m3bench_lite import DATASETS, Floor, generate, select
-from core.datacards import parse_datacard
-from core.matching import parse_request, rank_datacards
+from core.datasets.datacards import parse_datacard
+from core.planning.matching import parse_request, rank_datacards
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = 0.05          # the smallest size every generator allows (keeps each layout complete)
@@ -205,10 +205,10 @@ def small(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", DATASETS, ids=[d.folder for d in DATASETS])
 def test_registers_and_indexes_as_the_dataset_it_is(dataset, small, settings, store, tmp_path):
-    from core.registration import register_dataset
-    from core.scan import scan_folder
-    from core.tasks import check_index, template_for, write_index
-    from core.workspace import JobWorkspace
+    from core.datasets.registration import register_dataset
+    from core.datasets.layouts.dispatch import scan_folder
+    from core.planning.tasks import check_index, template_for, write_index
+    from core.jobs.workspace import JobWorkspace
 
     folder = small / dataset.folder
     before = _digest(folder)
@@ -268,7 +268,7 @@ def test_bench_command_runs_one_dataset_through_the_crew(tmp_path):
 def test_llm_columns_tokens_cost_and_fallback_per_role(settings, store):
     """With an LLM the table gains the paper's cost columns: tokens and (priced models) USD per
     role, and how often a role fell back to autopilot."""
-    from core.jobs import create_job
+    from core.jobs.lifecycle import create_job
     from crew.bench import format_table, role_stats, summarise
 
     job_id = create_job(settings, store, "segment the pancreas", llm="openai/gpt-4o")

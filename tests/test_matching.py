@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from core.catalog import load_catalog
-from core.datacards import parse_datacard
-from core.matching import parse_request, rank_datacards
+from core.datasets.catalog import load_catalog
+from core.datasets.datacards import parse_datacard
+from core.planning.matching import parse_request, rank_datacards
 
 DEMO = "Demo chest X-ray (synthetic)"
 

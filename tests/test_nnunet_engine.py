@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import core  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,9 +20,9 @@ def test_nnunet_engine_end_to_end(tmp_path):
     import numpy as np
     import SimpleITK as sitk
 
-    from core.demo_segmentation import make_ct_organ_demo_3d
+    from core.demo.segmentation import make_ct_organ_demo_3d
     from core.evaluation.segmentation import evaluate_segmentation
-    from core.store import open_store
+    from conftest import channel_metrics, channel_paths
 
     demo = make_ct_organ_demo_3d(tmp_path / "demo", n_cases=8)
     labels = json.loads((demo / "labels.json").read_text())
@@ -36,11 +35,9 @@ def test_nnunet_engine_end_to_end(tmp_path):
     (datapath / "train.json").write_text(json.dumps(items[:6]))
     (datapath / "test.json").write_text(json.dumps(items[6:]))
 
-    store_path = tmp_path / "store.db"
     job_id = "nnunet-test"
-    open_store(store_path).insert_job({"id": job_id, "status": "running", "created_at": 0.0})
     out = tmp_path / "job" / "Logout"
-    config = {"job_id": job_id, "store_path": str(store_path), "datapath": str(datapath),
+    config = {"job_id": job_id, **channel_paths(out), "datapath": str(datapath),
               "output_dir": str(out), "epochs": 5, "iterations_per_epoch": 8,
               "val_iterations_per_epoch": 2, "time_budget_s": 600, "seed": 0, "device": "cpu",
               "use_mirroring": False}
@@ -50,7 +47,7 @@ def test_nnunet_engine_end_to_end(tmp_path):
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "ml_templates.segmentation.nnunet_train",
+    proc = subprocess.run([sys.executable, "-m", "core.config.launch", "ml_templates.segmentation.nnunet_train",
                            "--config", str(cfg_path)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=420)
     wall = time.time() - started
@@ -87,6 +84,6 @@ def test_nnunet_engine_end_to_end(tmp_path):
     print(f"nnU-Net dice {dice:.3f}, wall {wall:.0f} s, {summary['epochs_run']} epochs")
     assert dice >= 0.5, report["metrics"]
 
-    metrics = open_store(store_path).rows("select * from metrics where job_id = ?", [job_id])
+    metrics = channel_metrics(out)
     seen = {m["name"] for m in metrics}
     assert {"train_loss", "val_loss", "mean_fg_dice", "lr"} <= seen, seen

@@ -22,7 +22,7 @@ def cli(*args: str, home: Path, timeout: int = 600) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Register the demo data through the CLI, then build with autopilot (shared by the tests)."""
-    from core.demo_data import make_chest_xray_demo
+    from core.demo.chest_xray import make_chest_xray_demo
     home = tmp_path_factory.mktemp("cli-home")
     data = make_chest_xray_demo(tmp_path_factory.mktemp("data") / "cxr")
     before = tree_digest(data)

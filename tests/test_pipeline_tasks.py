@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.jobs import create_job
+from core.jobs.lifecycle import create_job
 from crew.demo import DEMOS, _ensure
 from crew.runner import run_job
 from tests.conftest import tree_digest

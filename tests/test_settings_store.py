@@ -5,8 +5,8 @@ import subprocess
 import sys
 import threading
 
-from core.settings import get_settings
-from core.store import open_store
+from core.config.settings import get_settings
+from core.store.db import open_store
 from tests.conftest import ROOT
 
 
@@ -28,8 +28,8 @@ def test_store_is_wal_with_all_tables(settings, store):
 def test_concurrent_writers_lose_nothing(settings, store):
     """Threads in this process and a second process write events at once: every row lands."""
     store.insert_job({"id": "j", "status": "running", "created_at": 0.0})
-    code = ("import sys; sys.path.insert(0, sys.argv[2]); import core; "
-            "from core.store import Store; s = Store(sys.argv[1]); "
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from core.config.bootstrap import apply; apply(); "
+            "from core.store.db import Store; s = Store(sys.argv[1]); "
             "[s.add_event('j', 'P', 'tool', tool=str(i)) for i in range(300)]")
     proc = subprocess.Popen([sys.executable, "-c", code, str(settings.store_path), str(ROOT)])
     threads = [threading.Thread(target=lambda: [store.add_metrics("j", i, 0.0, {"loss": i})
@@ -54,9 +54,9 @@ def test_update_job_serialises_dicts(store):
 
 
 def test_torchvision_guard_keeps_trainer_importable():
-    """In a fresh process, importing core makes `from transformers import Trainer` work whether
+    """In a fresh process, the process set-up makes `from transformers import Trainer` work whether
     or not the installed torchvision can load."""
-    code = ("import core; from core import bootstrap; from transformers import Trainer; "
+    code = ("from core.config import bootstrap; bootstrap.apply(); from transformers import Trainer; "
             "import importlib.util, sys; "
             "ok = bootstrap.torchvision_status in ('ok', 'not installed') or "
             "(bootstrap.torchvision_status.startswith('disabled') and "

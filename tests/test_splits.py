@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.gates import check_diagnosis_index, check_list_index
-from core.indexing import (IndexBuildError, make_split, parse_caps, write_diagnosis_index,
+from core.jobs.gates import check_diagnosis_index, check_list_index
+from core.datasets.indexing import (IndexBuildError, make_split, parse_caps, write_diagnosis_index,
                            write_list_index)
-from core.scan import Sample, ScanResult, group_of, scan_folder
-from core.workspace import JobWorkspace
+from core.datasets.layouts.types import Sample, ScanResult, group_of
+from core.datasets.layouts.dispatch import scan_folder
+from core.jobs.workspace import JobWorkspace
 
 
 def png(path: Path, value: int = 0, size: int = 8) -> None:

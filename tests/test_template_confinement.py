@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from core.jobs import create_job
+from core.jobs.lifecycle import create_job
 from tests.conftest import SMALL_DEMO, tree_digest
-from tools import landlock
+from runtime import landlock
 from tools.context import JobContext
 from tools.registry import tools_for
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.demo_detection import make_nodule_detection_demo_2d, make_nodule_detection_demo_3d
+from core.demo.detection import make_nodule_detection_demo_2d, make_nodule_detection_demo_3d
 from core.evaluation.common import EvaluationError
 from core.evaluation.detection import evaluate_detection
-from core.store import open_store
+from conftest import channel_metrics, channel_paths
 from ml_templates.common.instantiate import instantiate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,17 +73,15 @@ def make_dataloader(datapath: Path, dims: int, size: list[int], intensity: dict)
 
 def run_module(module: str, args: list[str], home: Path, timeout: int = 600):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "M3B_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "core.config.launch", module, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
 def train(tmp: Path, datapath: Path, job_id: str, stop: bool = False, **overrides):
-    store_path = tmp / "store.db"
-    store = open_store(store_path)
-    if store.job(job_id) is None:
-        store.insert_job({"id": job_id, "status": "running", "created_at": 0.0})
-    store.update_job(job_id, stop_requested=int(stop))
-    cfg = {"job_id": job_id, "store_path": str(store_path), "datapath": str(datapath),
+    (tmp / "Logout").mkdir(parents=True, exist_ok=True)
+    stop_file = tmp / "Logout" / "stop.request"
+    stop_file.touch() if stop else stop_file.unlink(missing_ok=True)
+    cfg = {"job_id": job_id, **channel_paths(tmp / "Logout"), "datapath": str(datapath),
            "dataloader": str(datapath / "dataloader.py"), "output_dir": str(tmp / "Logout"),
            "network": "retinanet_small", "epochs": 12, "batch_size": 4, "learning_rate": 2e-3,
            "seed": 0, "time_budget_s": 240, "early_stopping_patience": 5, "device": "cpu",
@@ -94,7 +92,7 @@ def train(tmp: Path, datapath: Path, job_id: str, stop: bool = False, **override
     run = run_module("ml_templates.detection.train", ["--config", str(config)], tmp)
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads((tmp / "Logout" / "train_summary.json").read_text())
-    return summary, store, time.time() - started
+    return summary, channel_metrics(tmp / "Logout"), time.time() - started
 
 
 def check_and_train(tmp: Path, datapath: Path, job_id: str, **overrides) -> dict:
@@ -105,13 +103,13 @@ def check_and_train(tmp: Path, datapath: Path, job_id: str, **overrides) -> dict
     assert report["loaded"] == report["expected"] and not report["failed"]
     assert len(report["shapes"]) == 1
     assert report["boxes_inside_image"] == {"index": True, "transformed": True}
-    summary, store, seconds = train(tmp, datapath, job_id, **overrides)
+    summary, metrics, seconds = train(tmp, datapath, job_id, **overrides)
     for key in ("model_path", "network", "epochs_run", "best_val_metric", "stop_reason",
                 "seconds", "device", "seed"):
         assert key in summary
     assert Path(summary["model_path"]).exists()
     assert (tmp / "Logout" / "model" / "config.json").exists()
-    names = {row["name"] for row in store.metrics(job_id)}
+    names = {row["name"] for row in metrics}
     assert {"loss", "loss_cls", "loss_box", "learning_rate", "eval_map50"} <= names
     predictions = json.loads((tmp / "Logout" / "predictions.json").read_text())
     test = json.loads((datapath / "test.json").read_text())
@@ -272,7 +270,7 @@ def test_stop_flag_then_resume(tmp_path):
     datapath = tmp_path / "Datapath"
     write_index(demo, datapath, dims=2)
     make_dataloader(datapath, 2, [64, 64], {"kind": "minmax"})
-    stopped, store, _ = train(tmp_path, datapath, "det-stop", stop=True, epochs=2)
+    stopped, _, _ = train(tmp_path, datapath, "det-stop", stop=True, epochs=2)
     assert stopped["stop_reason"] == "stopped by the user"
     assert stopped["epochs_run"] < 2
     assert (tmp_path / "Logout" / "predictions.json").exists()

@@ -12,24 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from core.indexing import write_diagnosis_index
-from core.scan import scan_folder
-from core.store import open_store
+from core.datasets.indexing import write_diagnosis_index
+from core.datasets.layouts.dispatch import scan_folder
+from conftest import channel_metrics, channel_paths
 from ml_templates.common.instantiate import instantiate
 from tests.conftest import ROOT
 
 TEMPLATE = ROOT / "ml_templates" / "diagnosis" / "dataloader_template.py"
 
 
-def prepare(tmp_path: Path, data: Path, store_path: Path, job_id: str, **overrides) -> Path:
+def prepare(tmp_path: Path, data: Path, job_id: str, **overrides) -> Path:
     ws = tmp_path / job_id
     datapath = ws / "Datapath"
     write_diagnosis_index(scan_folder(data), datapath)
     instantiate(TEMPLATE, datapath / "dataloader.py",
                 {"DATAPATH": str(datapath), "IMAGE_SIZE": [64, 64], "IN_CHANNELS": 1,
                  "MULTI_LABEL": False, "INTENSITY": {"kind": "minmax"}})
-    open_store(store_path).insert_job({"id": job_id, "status": "running", "created_at": 0.0})
-    config = {"job_id": job_id, "store_path": str(store_path), "datapath": str(datapath),
+    config = {"job_id": job_id, **channel_paths(ws / "Logout"), "datapath": str(datapath),
               "output_dir": str(ws / "Logout"), "network": "densenet_small", "epochs": 3,
               "batch_size": 32, "learning_rate": 2e-3, "image_size": [64, 64],
               "in_channels": 1, "early_stopping_patience": 0, "seed": 7, **overrides}
@@ -39,14 +38,14 @@ def prepare(tmp_path: Path, data: Path, store_path: Path, job_id: str, **overrid
 
 def train(ws: Path, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "ml_templates.diagnosis.train", "--config",
+    return subprocess.Popen([sys.executable, "-m", "core.config.launch", "ml_templates.diagnosis.train", "--config",
                              str(ws / "train_config.json")], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
 
 
 @pytest.mark.slow
 def test_sigkill_mid_run_resumes_from_checkpoint(tmp_path, settings, demo_folder):
-    ws = prepare(tmp_path, demo_folder, settings.store_path, "resume", epochs=6)
+    ws = prepare(tmp_path, demo_folder, "resume", epochs=6)
     proc = train(ws)
     deadline = time.time() + 400
     while not list((ws / "Logout" / "checkpoints").glob("checkpoint-*/trainer_state.json")):
@@ -63,7 +62,7 @@ def test_sigkill_mid_run_resumes_from_checkpoint(tmp_path, settings, demo_folder
     assert resumed.wait(timeout=600) == 0, resumed.stderr.read()[-3000:]
     summary = json.loads((ws / "Logout" / "train_summary.json").read_text())
     assert summary["epochs_run"] == 6 and summary["stop_reason"] == "completed"
-    steps = [m["step"] for m in open_store(settings.store_path).metrics("resume")
+    steps = [m["step"] for m in channel_metrics(ws / "Logout")
              if m["name"] == "loss"]
     assert summary["global_step"] > killed_at and max(steps) > summary["global_step"] - 5
 
@@ -72,7 +71,7 @@ def test_sigkill_mid_run_resumes_from_checkpoint(tmp_path, settings, demo_folder
 def test_same_seed_same_predictions_and_verified_exports(tmp_path, settings, demo_folder):
     outputs = []
     for run in ("seed-a", "seed-b"):
-        ws = prepare(tmp_path, demo_folder, settings.store_path, run, epochs=2)
+        ws = prepare(tmp_path, demo_folder, run, epochs=2)
         proc = train(ws)
         assert proc.wait(timeout=600) == 0, proc.stderr.read()[-3000:]
         outputs.append((ws / "Logout" / "predictions.json").read_text())
@@ -86,11 +85,11 @@ def test_same_seed_same_predictions_and_verified_exports(tmp_path, settings, dem
 @pytest.mark.slow
 def test_two_process_ddp_with_gloo(tmp_path, settings, demo_folder):
     """The multi-GPU code path (torchrun + DDP), run on CPU with two gloo processes."""
-    ws = prepare(tmp_path, demo_folder, settings.store_path, "ddp", epochs=2)
+    ws = prepare(tmp_path, demo_folder, "ddp", epochs=2)
     single = json.loads((ws / "train_config.json").read_text())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", "29581", "-m", "ml_templates.diagnosis.train",
+                           "--master_port", "29581", "-m", "core.config.launch", "ml_templates.diagnosis.train",
                            "--config", str(ws / "train_config.json")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -99,5 +98,5 @@ def test_two_process_ddp_with_gloo(tmp_path, settings, demo_folder):
     assert summary["global_step"] == 2 * per_epoch
     predictions = json.loads((ws / "Logout" / "predictions.json").read_text())
     assert len(predictions) == summary["num_test"]
-    losses = [m for m in open_store(settings.store_path).metrics("ddp") if m["name"] == "loss"]
+    losses = [m for m in channel_metrics(ws / "Logout") if m["name"] == "loss"]
     assert len({m["step"] for m in losses}) == len(losses)  # rank 0 alone writes metrics

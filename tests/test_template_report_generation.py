@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.demo_reports import make_report_demo_2d, make_report_demo_3d
+from core.demo.reports import make_report_demo_2d, make_report_demo_3d
 from core.evaluation import EvaluationError
 from core.evaluation.report_generation import evaluate_report_generation
-from core.store import open_store
+from conftest import channel_metrics, channel_paths
 from ml_templates.common.instantiate import instantiate
 from ml_templates.diagnosis.train import load_dataloader
 from ml_templates.report_generation.model import ReportGenerator, load_trained
@@ -59,7 +59,7 @@ def write_dataloader(datapath: Path, **config) -> Path:
 def run(module: str, args: list[str], home: Path, timeout: float = 400):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "M3B_HOME": str(home)}
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "core.config.launch", module, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, time.time() - started
@@ -67,16 +67,14 @@ def run(module: str, args: list[str], home: Path, timeout: float = 400):
 
 def train_and_evaluate(tmp_path: Path, datapath: Path, **overrides) -> tuple[dict, dict, dict]:
     home = tmp_path / "home"
-    store_path = home / "store.db"
     job_id = "job-report"
-    open_store(store_path).insert_job({"id": job_id, "status": "running", "created_at": 0.0})
     _, check_s = run("ml_templates.report_generation.check_dataloader",
                      ["--datapath", str(datapath)], home)
     check = json.loads((datapath / "dataloader_check.json").read_text())
     assert check["failed"] == [] and check["loaded"] == check["expected"]
     assert len(check["shapes"]) == 1 and check["token_length"]["train"]["truncated"] == 0
     out = tmp_path / "Logout"
-    cfg = {"job_id": job_id, "store_path": str(store_path), "datapath": str(datapath),
+    cfg = {"job_id": job_id, **channel_paths(out), "datapath": str(datapath),
            "dataloader": str(datapath / "dataloader.py"), "output_dir": str(out),
            "network": "report_small", "epochs": 20, "batch_size": 16, "learning_rate": 1e-3,
            "seed": 0, "time_budget_s": 150, "early_stopping_patience": 0, "device": "cpu",
@@ -87,7 +85,7 @@ def train_and_evaluate(tmp_path: Path, datapath: Path, **overrides) -> tuple[dic
     summary = json.loads((out / "train_summary.json").read_text())
     assert Path(summary["model_path"]).exists() and (out / "tokenizer").is_dir()
     assert load_tokenizer(out / "tokenizer").pad_token == "[PAD]"
-    names = {m["name"] for m in open_store(store_path).metrics(job_id)}
+    names = {m["name"] for m in channel_metrics(out)}
     assert {"loss", "learning_rate", "eval_loss"} <= names, names
     report = evaluate_report_generation(datapath, out / "predictions.json")
     print(json.dumps({"check_s": round(check_s, 1), "train_s": round(train_s, 1),

@@ -16,7 +16,8 @@ import pytest
 import torch
 from PIL import Image
 
-from core.demo_segmentation import (make_ct_organ_demo_3d, make_mri_multichannel_demo_3d,
+from conftest import channel_metrics, channel_paths
+from core.demo.segmentation import (make_ct_organ_demo_3d, make_mri_multichannel_demo_3d,
                                     make_xray_organ_demo_2d)
 from core.evaluation.common import EvaluationError
 from core.evaluation.segmentation import evaluate_segmentation
@@ -62,7 +63,7 @@ def make_datapath(tmp_path: Path, cases: list[dict], n_test: int, config: dict) 
 
 def run_module(module: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # M3B_HOME: the test's own (conftest)
-    run = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+    run = subprocess.run([sys.executable, "-m", "core.config.launch", module, *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run
@@ -72,9 +73,8 @@ def train_and_evaluate(settings, store, datapath: Path, job_id: str, **overrides
     run_module("ml_templates.segmentation.check_dataloader", "--datapath", str(datapath))
     check = json.loads((datapath / "dataloader_check.json").read_text())
     assert check["failed"] == [] and check["labels_in_range"] and len(check["shapes"]) == 1
-    store.insert_job({"id": job_id, "status": "running", "created_at": 0.0})
     logout = datapath.parent / "Logout"
-    config = {"job_id": job_id, "store_path": str(settings.store_path),
+    config = {"job_id": job_id, **channel_paths(logout),
               "datapath": str(datapath), "dataloader": str(datapath / "dataloader.py"),
               "output_dir": str(logout), "network": "unet_small", "epochs": 10,
               "batch_size": 4, "learning_rate": 1e-2, "seed": 0, "time_budget_s": 100,
@@ -87,7 +87,7 @@ def train_and_evaluate(settings, store, datapath: Path, job_id: str, **overrides
     seconds = time.time() - started
     summary = json.loads((logout / "train_summary.json").read_text())
     assert Path(summary["model_path"]).exists()
-    names = {row["name"] for row in store.metrics(job_id)}
+    names = {row["name"] for row in channel_metrics(logout)}
     assert {"loss", "learning_rate", "eval_dice"} <= names, names
     report = evaluate_segmentation(datapath, logout / "predictions.json")
     print(f"\n{job_id}: {seconds:.0f} s wall, {summary['global_step']} steps, "
@@ -232,7 +232,7 @@ def test_xray_organs_2d(tmp_path, settings, store):
     run_module("ml_templates.segmentation.train", "--config", str(config_path))
     resumed = json.loads((result["logout"] / "train_summary.json").read_text())
     assert resumed["global_step"] > first
-    steps = [row["step"] for row in store.metrics("seg-xray")
+    steps = [row["step"] for row in channel_metrics(result["logout"])
              if row["name"] == "loss" and row["ts"] >= resumed_at]
     assert steps and min(steps) > newest  # continued from the newest checkpoint
 

@@ -15,11 +15,11 @@ import numpy as np
 import psutil
 import pytest
 
-from core.curves import (MAX_POINTS, JobCurves, Series, chart_groups, downsample,
+from core.store.curves import (MAX_POINTS, JobCurves, Series, chart_groups, downsample,
                          downsample_indices, latest_run_only, training_progress)
-from core.jobs import (JobError, create_job, job_logs, prepare_resume, request_stop,
+from core.jobs.lifecycle import (JobError, create_job, job_logs, prepare_resume, request_stop,
                        resume_problem, role_timeline, tail_file)
-from core.system_stats import (GpuStats, fmt_bytes, gpu_stats, process_tree, system_stats)
+from core.viewing.system_stats import (GpuStats, fmt_bytes, gpu_stats, process_tree, system_stats)
 from crew.stages import STAGES
 from tests.test_app import REQUEST, context, home, run_app, texts  # noqa: F401
 
@@ -460,10 +460,10 @@ def test_page_running_job_says_estimating(home):
 
 
 def test_page_resume_button_queues_and_launches(home, monkeypatch):
-    import crew.worker
+    from core.jobs import launcher
     calls = []
-    monkeypatch.setattr(crew.worker, "launch",
-                        lambda settings, job_id, resume=False: calls.append((job_id, resume)))
+    monkeypatch.setattr(launcher, "launch_worker",
+                        lambda settings, store, job_id, resume=False: calls.append((job_id, resume)))
     settings, store = context()
     job_id = make_resumable(settings, store)
     blocked = make_resumable(settings, store, checkpoint=False)
@@ -486,11 +486,11 @@ def test_page_resume_button_queues_and_launches(home, monkeypatch):
 def test_stopped_job_resumes_from_its_checkpoint(settings, store, registered_demo):
     """A real job is stopped after its first epoch, then resumed through the worker: training
     continues from the checkpoint's step and the model is tested again."""
-    from crew.worker import launch
+    from core.jobs.launcher import launch_worker
     from tests.test_jobs_worker import wait_for
 
     job_id = create_job(settings, store, REQUEST, "autopilot", auto_approve=True)
-    launch(settings, job_id)
+    launch_worker(settings, store, job_id)
     deadline = time.time() + 300
     while not any(m["name"] == "eval_auc" for m in store.metrics(job_id)):
         assert time.time() < deadline and store.job(job_id)["status"] != "failed", \
@@ -507,7 +507,7 @@ def test_stopped_job_resumes_from_its_checkpoint(settings, store, registered_dem
     config_path.write_text(json.dumps(config))
 
     prepare_resume(store, job_id)
-    launch(settings, job_id, resume=True)
+    launch_worker(settings, store, job_id, resume=True)
     job = wait_for(store, job_id, {"succeeded", "failed", "stopped"}, timeout=400)
     assert job["status"] == "succeeded", job["error"] + tail_file(ws / "worker.log", 30)
     again = json.loads((ws / "Logout" / "train_summary.json").read_text())

@@ -1,4 +1,4 @@
-"""Safe zip extraction (core.uploads) against crafted malicious zips: zip-slip, links, special
+"""Safe zip extraction (core.datasets.uploads) against crafted malicious zips: zip-slip, links, special
 files, bombs (central directory and streaming), lying headers, damaged and encrypted entries.
 After every refusal nothing remains under <home>/datasets/uploads and nothing outside it."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.uploads import (MiB, UploadError, UploadLimits, _stream, extract_zip, member_path,
+from core.datasets.uploads import (MiB, UploadError, UploadLimits, _stream, extract_zip, member_path,
                           remove_upload, unregistered_uploads, uploads_dir)
 from tests.conftest import tree_digest
 

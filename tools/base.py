@@ -13,7 +13,7 @@ from typing import Any
 from crewai.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from core.secrets import scrub, secret_values
+from core.config.secrets import scrub, secret_values
 from tools.context import JobContext, ToolError
 
 MAX_RESULT_CHARS = 6000

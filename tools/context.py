@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.settings import Settings
-from core.store import Store
-from core.workspace import JobWorkspace
+from core.config.settings import Settings
+from core.store.db import Store
+from core.jobs.gates import GateMemo, GateResult
+from core.jobs.workspace import JobWorkspace
 
 
 @dataclass
@@ -18,6 +20,8 @@ class JobContext:
     # files whose content (or a summary of it) a tool returned to the agent since the last LLM
     # call; the audit row of the next prompt names them (never their text)
     summarised: list[str] = field(default_factory=list)
+    # each gate's last verdict and the workspace state it judged (a gate runs once per state)
+    gates: GateMemo = field(default_factory=GateMemo)
     # LLM mode only: each role's bounds (role name -> Budget); autopilot runs unbounded
     budgets: dict[str, "Budget"] = field(default_factory=dict)
 
@@ -29,6 +33,10 @@ class JobContext:
         if not self.workspace.plan.exists():
             raise ToolError("there is no plan.json yet: the Task Manager must write the plan first")
         return self.workspace.read_plan()
+
+    def gate(self, name: str, check: Callable[[], GateResult]) -> GateResult:
+        """The verdict of gate ``name`` on the workspace as it is now, run at most once."""
+        return self.gates.run(name, self.workspace, check)
 
     def note_summarised(self, *paths) -> None:
         self.summarised.extend(str(p) for p in paths)

@@ -7,13 +7,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.catalog import find_entry
-from core.indexing import IndexBuildError
-from core.plan_edits import user_edits
-from core.scan import ScanError, ScanResult, scan_folder
-from core.tasks import check_index, write_index
+from core.datasets.catalog import find_entry
+from core.datasets.indexing import IndexBuildError
+from core.planning.plan_edits import user_edits
+from core.datasets.layouts.types import ScanError, ScanResult
+from core.datasets.layouts.dispatch import scan_folder
+from core.planning.tasks import write_index
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
+from tools.gates import index_gate
 
 
 def _planned_dataset(ctx) -> Path:
@@ -129,7 +131,7 @@ class BuildIndex(M3Tool):
                                   seed, keep_existing_split, caps=description)
         except (ScanError, IndexBuildError) as exc:
             raise ToolError(str(exc)) from exc
-        gate = check_index(self.ctx.workspace, template)
+        gate = index_gate(self.ctx)
         if not gate.ok:
             raise ToolError(gate.message())
         return {"index": bounded(summary, MAX_PREVIEW_BYTES - 1024), "gate": gate.message()}

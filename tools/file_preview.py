@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from core import redaction
+from core.privacy import redaction
 from tools.context import ToolError
 from tools.data_engineer import bounded
 from tools.file_common import (COUNT_BYTES, IMAGE_SUFFIXES, ITK_SUFFIXES, MAX_JSON_BYTES,

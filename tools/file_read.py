@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from core import redaction
+from core.privacy import redaction
 from tools.context import ToolError
 from tools.file_common import (CODE_SUFFIXES, DIR_FIRST, MAX_DIRS, MAX_LIST, MAX_PATHS,
                                MAX_WALK, READ_BUDGET, RESULT_BUDGET, TABLE_SUFFIXES, JailedTool,

@@ -1,43 +1,22 @@
-"""Model Trainer tools: configure training from the template, run it as its own process (metrics
-stream to the store), and score the test set with the system's evaluator."""
+"""Model Trainer tools: thin adapters over core.training (config, the run and its channel) and
+core.evaluation.step (scoring); the tool records provenance and the model in the store."""
 from __future__ import annotations
 
 import json
-import socket
-import time
-from pathlib import Path
+from functools import partial
 
 from pydantic import BaseModel, Field
 
-from core.datacards import write_json_atomic
 from core.evaluation import EvaluationError
-from core.gates import check_report, check_training
-from core.manifest import build_manifest
-from core.model_card import render_model_card
-from core.plan_edits import user_edits
-from core.provenance import file_digest, predictions_digest
-from core.tasks import DEFAULT_TRAINING, NNUNET_NETWORKS, evaluate, template_networks
+from core.evaluation.step import evaluate_job, write_model_files
+from core.jobs.provenance import file_digest, predictions_digest
+from core.training.config import TrainConfigError, build_train_config
+from core.training.run import TrainingError, run_training, training_summary
+from runtime.process import run_module, tail
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
-from tools.process import run_module, tail
+from tools.gates import report_gate, training_gate
 from tools.scripts import confinement_for
-
-
-DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def training_module(config: dict) -> str:
-    """The program that trains this config: the template's MONAI/Transformers trainer, or the
-    nnU-Net v2 engine for segmentation plans that chose it."""
-    if config.get("engine") == "nnunet":
-        return "ml_templates.segmentation.nnunet_train"
-    return f"ml_templates.{config['template']}.train"
 
 
 class ConfigArgs(BaseModel):
@@ -77,65 +56,16 @@ class ConfigureTraining(M3Tool):
                 early_stopping_patience: int | None = None, pretrained_path: str | None = None,
                 seed: int = 42, num_processes: int | None = None,
                 iterations_per_epoch: int | None = None) -> dict:
-        plan = self.ctx.plan()
-        fixed = user_edits(plan)  # what the user set when approving the plan is binding
-        network = fixed.get("model") or network or plan["model"]
-        epochs = fixed.get("epochs") or epochs
-        seed = fixed.get("seed", seed)
-        engine = plan.get("engine", "")
-        if network in NNUNET_NETWORKS:
-            engine = "nnunet"
-        elif engine == "nnunet" and network in template_networks(plan["template"]):
-            engine = "monai"  # a MONAI network asked for by name overrides the plan's engine
-        defaults = DEFAULT_TRAINING[plan["template"]]
-        if engine == "nnunet":  # nnU-Net's own schedule on a GPU; the budget stops it on CPU
-            defaults = {**defaults, "epochs": 1000 if plan.get("device") == "cuda" else 20}
-        epochs = epochs or defaults["epochs"]
-        batch_size = batch_size or defaults["batch_size"]
-        learning_rate = learning_rate or defaults["learning_rate"]
-        if early_stopping_patience is None:
-            early_stopping_patience = defaults["early_stopping_patience"]
-        import torch
-        gpus = torch.cuda.device_count()
-        ddp_ok = plan["template"] in DDP_TEMPLATES and engine != "nnunet"
-        num_processes = num_processes or (gpus if gpus > 1 and ddp_ok else 1)
-        if num_processes > 1 and not ddp_ok:
-            raise ToolError(f"multi-process training is verified for {sorted(DDP_TEMPLATES)} "
-                            f"(MONAI engine) only; use num_processes=1 for "
-                            f"{engine or plan['template']}")
+        try:
+            config = build_train_config(
+                self.ctx.workspace, self.ctx.job_id, network=network, epochs=epochs,
+                batch_size=batch_size, learning_rate=learning_rate,
+                early_stopping_patience=early_stopping_patience,
+                pretrained_path=pretrained_path, seed=seed, num_processes=num_processes,
+                iterations_per_epoch=iterations_per_epoch)
+        except TrainConfigError as exc:
+            raise ToolError(str(exc)) from exc
         ws = self.ctx.workspace
-        if not ws.dataloader.exists():
-            raise ToolError("Datapath/dataloader.py is missing: the Module Architect writes it first")
-        if network not in template_networks(plan["template"], engine):
-            choices = template_networks(plan["template"]) + (
-                sorted(NNUNET_NETWORKS) if plan["template"] == "segmentation" else [])
-            raise ToolError(f"unknown network {network!r}; choose one of {choices}")
-        if pretrained_path and not Path(pretrained_path).is_file():
-            raise ToolError(f"pretrained weights {pretrained_path} do not exist")
-        check_path = ws.datapath / "dataloader_check.json"
-        if not check_path.exists():
-            raise ToolError("the dataloader has not been validated: the Module Architect runs "
-                            "validate_dataloader first")
-        loader = json.loads((ws.datapath / "dataloader_config.json").read_text())
-        shapes = json.loads(check_path.read_text()).get("shapes") or [[1]]
-        config = {
-            "job_id": self.ctx.job_id, "store_path": str(self.ctx.settings.store_path),
-            "datapath": str(ws.datapath), "dataloader": str(ws.dataloader),
-            "output_dir": str(ws.logout), "task": plan["task"], "template": plan["template"],
-            "network": network, "image_size": loader.get("IMAGE_SIZE", shapes[0][1:]),
-            "roi_size": loader.get("ROI_SIZE"), "in_channels": loader.get("IN_CHANNELS", 1),
-            "epochs": epochs,
-            "batch_size": batch_size, "learning_rate": learning_rate,
-            "early_stopping_patience": early_stopping_patience, "seed": seed,
-            "time_budget_s": plan.get("time_budget_s", 600), "device": plan.get("device", "auto"),
-            "pretrained_path": pretrained_path, "val_fraction": 0.15,
-            "num_processes": num_processes}
-        if engine:
-            config["engine"] = engine
-        if engine == "nnunet":  # nnU-Net plans patch, batch, lr and spacing itself
-            config.update(configuration=NNUNET_NETWORKS[network],
-                          iterations_per_epoch=iterations_per_epoch, workers=2)
-        write_json_atomic(ws.train_config, config)
         return {"config": config, "path": str(ws.train_config)}
 
     def summarise(self, result: dict) -> str:
@@ -154,36 +84,23 @@ class RunTraining(M3Tool):
 
     def execute(self) -> dict:
         ws = self.ctx.workspace
-        if not ws.train_config.exists():
-            raise ToolError("train_config.json is missing: call configure_training first")
-        config = json.loads(ws.train_config.read_text())
-        store, job_id = self.ctx.store, self.ctx.job_id
-        module, args = training_module(config), ["--config", str(ws.train_config)]
-        if int(config.get("num_processes") or 1) > 1:  # DDP: torchrun starts one per process
-            module, args = "torch.distributed.run", [
-                "--nproc_per_node", str(config["num_processes"]), "--master_port",
-                str(free_port()), "-m", module, *args]
+        config = json.loads(ws.train_config.read_text()) if ws.train_config.exists() else {}
         # in LLM mode the dataloader may be the LLM's code: train confined (tools/scripts.py);
         # data-parallel processes talk over loopback TCP, so those keep TCP
         confine = confinement_for(self.ctx, extra_read=(config.get("pretrained_path"),),
                                   allow_tcp=int(config.get("num_processes") or 1) > 1)
-        run = run_module(module, args,
-                         ws.logout / "train.log", timeout_s=float(config["time_budget_s"]) + 300,
-                         should_stop=lambda: bool((store.job(job_id) or {}).get("stop_requested")),
-                         confine=confine, scratch=ws.root / ".tmp")
-        if run["returncode"] != 0:
-            raise ToolError(f"training {run['ended']} with exit code {run['returncode']}:\n"
-                            f"{run['log_tail']}")
-        gate = check_training(ws, len(store.metrics(job_id)))
+        try:
+            run_training(ws, self.ctx.store, self.ctx.job_id,
+                         partial(run_module, confine=confine, scratch=ws.scratch))
+        except TrainingError as exc:
+            raise ToolError(str(exc)) from exc
+        gate = training_gate(self.ctx)
         if not gate.ok:
             raise ToolError(gate.message())
-        summary = gate.facts
         # what the evaluator may score: exactly what the template just wrote
         self.ctx.event(self.role, "provenance", tool="predictions",
                        result=predictions_digest(ws.logout))
-        return {"summary": {k: summary.get(k) for k in ("network", "epochs_run", "best_val_metric",
-                                                        "stop_reason", "seconds", "device")},
-                "gate": gate.message()}
+        return {"summary": training_summary(gate), "gate": gate.message()}
 
     def summarise(self, result: dict) -> str:
         s = result["summary"]
@@ -203,38 +120,17 @@ class EvaluateModel(M3Tool):
 
     def execute(self) -> dict:
         ws = self.ctx.workspace
-        plan = ws.read_plan()
         recorded = [e["result"] for e in self.ctx.store.events(self.ctx.job_id)
                     if e["kind"] == "provenance" and e["tool"] == "predictions"]
-        if not recorded:
-            raise ToolError("no finished training run in this job: call run_training first "
-                            "(only the template's own predictions are scored)")
-        if predictions_digest(ws.logout) != recorded[-1]:
-            raise ToolError("Logout/predictions changed after training finished; only the "
-                            "template's own predictions are scored: call run_training again")
         try:
-            report = evaluate(plan["template"], ws.datapath, ws.logout / "predictions.json")
+            report = evaluate_job(ws, self.ctx.job_id, recorded[-1] if recorded else None)
         except (EvaluationError, OSError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
-        summary = json.loads((ws.logout / "train_summary.json").read_text())
-        split = json.loads((ws.datapath / "split.json").read_text())
-        report.update(job_id=self.ctx.job_id, dataset=plan["dataset"], request=plan["request"],
-                      training=summary)
-        write_json_atomic(ws.report, report)
         self.ctx.event(self.role, "provenance", tool="report", result=file_digest(ws.report))
-        gate = check_report(ws)
+        gate = report_gate(self.ctx)
         if not gate.ok:
             raise ToolError(gate.message())
-        split.pop("groups", None)
-        ws.model_card.write_text(render_model_card(plan, report, summary, split))
-        write_json_atomic(ws.logout / "manifest.json", build_manifest(ws.datapath,
-                                                                      ws.train_config))
-        self.ctx.store.add_model({
-            "id": self.ctx.job_id, "job_id": self.ctx.job_id,
-            "name": f"{plan['dataset']} {plan['task']} ({summary['network']})",
-            "task": plan["task"], "dataset": plan["dataset"], "path": str(ws.logout / "model"),
-            "metrics": json.dumps(report["metrics"]), "card_path": str(ws.model_card),
-            "created_at": time.time()})
+        self.ctx.store.add_model(write_model_files(ws, self.ctx.job_id, report))
         return {"metrics": report["metrics"], "ci95": report["ci95"],
                 "num_test": report["num_test"], "report": str(ws.report),
                 "model_card": str(ws.model_card)}
@@ -258,14 +154,13 @@ class TrainingStatus(M3Tool):
         for row in rows:
             latest[row["name"]] = {"value": round(row["value"], 5), "step": row["step"],
                                    "epoch": row["epoch"]}
-        summary_path = ws.logout / "train_summary.json"
-        summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+        summary = json.loads(ws.train_summary.read_text()) if ws.train_summary.exists() else None
         return {"metric_rows": len(rows), "latest": latest,
                 "finished": summary is not None,
                 "summary": {k: summary.get(k) for k in ("network", "epochs_run", "stop_reason",
                                                         "best_val_metric", "seconds")}
                 if summary else None,
-                "log_tail": tail(ws.logout / "train.log", 15)[-3000:]}
+                "log_tail": tail(ws.train_log, 15)[-3000:]}
 
     def summarise(self, result: dict) -> str:
         return (f"{result['metric_rows']} metric rows, finished {result['finished']}, latest "

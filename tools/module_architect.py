@@ -7,16 +7,16 @@ import json
 
 from pydantic import BaseModel, Field
 
-from core.catalog import find_entry
-from core.datacards import write_json_atomic
+from core.datasets.catalog import find_entry
+from core.datasets.datacards import write_json_atomic
 from core.evaluation.diagnosis import is_multi_label
-from core.fingerprint import fingerprint, intensity_for, training_image_size
-from core.gates import check_dataloader
-from core.settings import TEMPLATES_DIR
+from core.datasets.fingerprint import fingerprint, intensity_for, training_image_size
+from core.config.settings import TEMPLATES_DIR
 from ml_templates.common.instantiate import instantiate
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
-from tools.process import run_module
+from tools.gates import dataloader_gate
+from runtime.process import run_module
 from tools.scripts import confinement_for
 
 
@@ -85,10 +85,10 @@ class WriteDataloader(M3Tool):
         source = TEMPLATES_DIR / template / "dataloader_template.py"
         if not source.exists():
             raise ToolError(f"no dataloader template for {template!r}")
-        if not (ws.datapath / "train.json").exists():
+        if not (ws.train_index).exists():
             raise ToolError("Datapath/train.json is missing: the Data Engineer builds the index first")
-        train = json.loads((ws.datapath / "train.json").read_text())
-        test = json.loads((ws.datapath / "test.json").read_text())
+        train = json.loads((ws.train_index).read_text())
+        test = json.loads((ws.test_index).read_text())
         if image_size and (len(image_size) not in (2, 3) or
                            any(not 8 <= s <= 1024 for s in image_size)):
             raise ToolError(f"image_size must have 2 or 3 sides between 8 and 1024, got {image_size}")
@@ -101,8 +101,8 @@ class WriteDataloader(M3Tool):
         if allow_pickle or "ALLOW_PICKLE" in source.read_text():
             values["ALLOW_PICKLE"] = allow_pickle
         instantiate(source, ws.dataloader, values)
-        write_json_atomic(ws.datapath / "fingerprint.json", fp)
-        write_json_atomic(ws.datapath / "dataloader_config.json", values)
+        write_json_atomic(ws.fingerprint, fp)
+        write_json_atomic(ws.dataloader_config, values)
         return {"dataloader": str(ws.dataloader), "config": values, "fingerprint": fp}
 
     def summarise(self, result: dict) -> str:
@@ -125,10 +125,10 @@ class ValidateDataloader(M3Tool):
         template = self.ctx.plan().get("template", "")
         # in LLM mode the dataloader may be the LLM's code: run it confined (tools/scripts.py)
         run = run_module(f"ml_templates.{template}.check_dataloader",
-                         ["--datapath", str(ws.datapath)], ws.logout / "dataloader_check.log",
+                         ["--datapath", str(ws.datapath)], ws.dataloader_check_log,
                          timeout_s=900, confine=confinement_for(self.ctx),
-                         scratch=ws.root / ".tmp")
-        gate = check_dataloader(ws, one_shape=template == "diagnosis")
+                         scratch=ws.scratch)
+        gate = dataloader_gate(self.ctx)
         if not gate.ok:
             raise ToolError(gate.message() + ("\n" + run["log_tail"] if run["returncode"] else ""))
         facts = gate.facts

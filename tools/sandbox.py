@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from core.settings import REPO_ROOT
+from core.config.settings import REPO_ROOT
 from tools.context import JobContext, ToolError
 
 DATASET = "dataset"

@@ -2,11 +2,11 @@
 
 * No shell: the arguments reach ``sys.argv`` literally, so ``;``, ``|``, ``$(...)``, backticks
   and ``&&`` are just characters.
-* cwd is the workspace; the environment is ``tools.process.child_env()`` (no secret-looking
+* cwd is the workspace; the environment is ``runtime.process.child_env()`` (no secret-looking
   variables) plus ``M3B_WORKSPACE``, ``M3B_DATASET_DIR`` (the planned dataset's real folder, so a
   script can write absolute image paths into index files), and ``TMPDIR``/``HOME`` pointing to
   ``<workspace>/.tmp``.
-* Landlock (``tools/landlock.py``, see ``script_policy``): read-only Python, system libraries,
+* Landlock (``runtime/landlock.py``, see ``script_policy``): read-only Python, system libraries,
   the repository's package folders and the dataset; read-write the workspace folders an agent
   may write (not ``Logout/``, not the system's files); no ``/proc`` (only ``/proc/cpuinfo``),
   no TCP, and where the kernel allows, a new empty network namespace (no UDP either). Without
@@ -30,10 +30,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.settings import REPO_ROOT
-from tools import landlock
+from core.config.settings import REPO_ROOT
+from runtime import landlock
 from tools.context import ToolError
-from tools.process import child_env
+from core.config.secrets import child_env
 from tools.sandbox import Jail
 
 DEFAULT_TIMEOUT_S = 120
@@ -87,17 +87,16 @@ GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
 GPU_READ = ("/proc/driver/nvidia", "/sys/devices", "/sys/bus/pci", "/sys/module/nvidia")
 
 
-def template_policy(jail: Jail, store_path: Path, extra_read: tuple = (),
-                    allow_tcp: bool = False) -> dict:
+def template_policy(jail: Jail, extra_read: tuple = (), allow_tcp: bool = False) -> dict:
     """Landlock rules for the template processes that run code an LLM may have edited
     (``Datapath/dataloader.py``): validate_dataloader's checker and training. Like a script's,
-    plus the whole workspace writable (Logout/ included: checkpoints, predictions), the store's
-    database files (metrics stream there) and, when present, the GPU's device files. Never
+    plus the whole workspace writable (Logout/ included: checkpoints, predictions, the run
+    channel's metrics file) and, when present, the GPU's device files. Never the store: the
+    parent writes what the child reports. Never
     ``/proc/<pid>/environ`` of another process, so never the app's keys."""
     policy = script_policy(jail)
     policy["read_write"] = [str(jail.root), "/dev/shm"]
-    policy["write_files"] = [str(store_path) + suffix for suffix in ("", "-wal", "-shm")] + \
-        list(DEVICE_WRITE) + [d for d in GPU_DEVICES if os.path.exists(d)]
+    policy["write_files"] = list(DEVICE_WRITE) + [d for d in GPU_DEVICES if os.path.exists(d)]
     policy["read_only"] += [p for p in GPU_READ if os.path.exists(p)] + \
         [str(p) for p in extra_read if p]
     policy["allow_tcp"] = allow_tcp
@@ -108,7 +107,7 @@ def confinement_for(ctx, extra_read: tuple = (), allow_tcp: bool = False) -> dic
     """The policy for a template child of this job: None in autopilot (the code is the
     template's own), a Landlock policy in LLM mode. Raises ToolError when the kernel cannot
     confine and ``M3B_ALLOW_UNCONFINED_SCRIPTS`` is not set."""
-    from core.settings import AUTOPILOT
+    from core.config.settings import AUTOPILOT
     job = ctx.store.job(ctx.job_id) or {}
     if (job.get("llm") or AUTOPILOT) == AUTOPILOT:
         return None
@@ -118,18 +117,7 @@ def confinement_for(ctx, extra_read: tuple = (), allow_tcp: bool = False) -> dic
         raise ToolError("this kernel has no Landlock, so code an LLM may have edited cannot be "
                         f"confined; run in autopilot, or set {UNCONFINED_ENV}=1 to accept the "
                         "risk")
-    return template_policy(Jail(ctx), ctx.settings.store_path, extra_read, allow_tcp)
-
-
-def _preexec(policy: dict | None, abi: int):
-    def run() -> None:
-        landlock.die_with_parent()
-        if policy is not None:
-            rules = dict(policy)
-            if not rules.get("allow_tcp"):
-                landlock.isolate_network()
-            landlock.confine(abi=abi, **rules)
-    return run
+    return template_policy(Jail(ctx), extra_read, allow_tcp)
 
 
 class _Output:
@@ -344,7 +332,7 @@ def start_script(jail: Jail, job_id: str, script: str, args=None,
         proc = subprocess.Popen([sys.executable, "-s", str(path), *args], cwd=str(jail.root),
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_preexec(policy, abi))
+                                preexec_fn=landlock.preexec(policy, abi))
     except subprocess.SubprocessError as exc:
         raise ToolError(f"the script could not be confined, so it was not run: {exc}") from exc
     except OSError as exc:

@@ -1,12 +1,12 @@
-"""Task Manager tools: read the datacards, rank them against the request, write plan.json."""
+"""Task Manager tools: read the datacards, rank them against the request, write plan.json
+(core.planning.plan)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.catalog import find_entry, load_catalog
-from core.datacards import write_json_atomic
-from core.matching import rank_datacards
-from core.tasks import PRIMARY_METRIC, choose_engine, default_network, template_for
+from core.datasets.catalog import load_catalog
+from core.planning.matching import rank_datacards
+from core.planning.plan import PlanError, write_plan
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 
@@ -70,44 +70,12 @@ class WritePlan(M3Tool):
 
     def execute(self, dataset: str, reasons: str, task: str = "", model: str = "",
                 time_budget_s: int = 600) -> dict:
-        ws = self.ctx.workspace.ensure()
-        if dataset.strip().lower() in ("", "none", "no_dataset", "null"):
-            plan = {"status": "no_dataset", "request": self.ctx.request, "dataset": None,
-                    "reasons": reasons}
-            write_json_atomic(ws.plan, plan)
-            return {"plan": plan, "path": str(ws.plan)}
-        entry = find_entry(self.ctx.settings, dataset)
-        if entry is None:
-            names = [e.card.name for e in load_catalog(self.ctx.settings) if e.available]
-            raise ToolError(f"no datacard named {dataset!r}; available: {names}")
-        if not entry.available:
-            raise ToolError(f"dataset {dataset!r} is not available: its folder "
-                            f"{entry.dataset_path} does not exist")
-        task = task or (entry.card.tasks[0] if entry.card.tasks else "")
-        if task not in entry.card.tasks:
-            raise ToolError(f"dataset {entry.card.name!r} offers {entry.card.tasks}, not {task!r}")
-        template = template_for(task, entry.card.label_source)
-        if template not in PRIMARY_METRIC:
-            raise ToolError(f"task {task!r} has no training template")
-        import torch
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine, engine_reason = choose_engine(template, self.ctx.request, entry.card.engine,
-                                              device, int(time_budget_s))
-        if model.startswith("nnunet"):
-            engine, engine_reason = "nnunet", "the model asked for is nnU-Net"
-        model = model or default_network(template, engine, device, entry.card.dimension)
-        plan = {"status": "ready", "request": self.ctx.request, "dataset": entry.card.name,
-                "dataset_path": str(entry.dataset_path), "task": task, "template": template,
-                "modality": entry.card.modality, "anatomy": entry.card.anatomy,
-                "dimension": entry.card.dimension, "file_format": entry.card.file_format,
-                "classes": entry.card.classes, "model": model,
-                "metric": PRIMARY_METRIC[template], "device": device,
-                **({"engine": engine, "engine_reason": engine_reason} if engine else {}),
-                "split": {"method": "grouped by patient, stratified by class",
-                          "test_fraction": 0.2, "seed": 42},
-                "time_budget_s": int(time_budget_s), "reasons": reasons}
-        write_json_atomic(ws.plan, plan)
-        return {"plan": plan, "path": str(ws.plan)}
+        try:
+            plan = write_plan(self.ctx.settings, self.ctx.workspace, self.ctx.request, dataset,
+                              reasons, task, model, time_budget_s)
+        except PlanError as exc:
+            raise ToolError(str(exc)) from exc
+        return {"plan": plan, "path": str(self.ctx.workspace.plan)}
 
     def summarise(self, result: dict) -> str:
         plan = result["plan"]

@@ -11,7 +11,7 @@
   interrupted with oedema, or absent with a fluid pool.
 * CC-CCII: ``<class>/<patient id>/<scan id>/<NNNN>.png`` for classes NCP, CP, Normal (axial
   slices of one CT scan per scan folder; some patients have two scans). Signal from
-  :func:`core.demo_diagnosis.ct_volume`.
+  :func:`core.demo.diagnosis.ct_volume`.
 * CT-Kidney: four class folders ``Cyst``, ``Normal``, ``Stone``, ``Tumor`` of RGB JPEG axial CT
   slices named ``<Class>- (<k>).jpg``, no patient IDs. Signal: a dark round cyst, a bulging
   heterogeneous tumour or a tiny very bright stone in one kidney.
@@ -27,9 +27,9 @@ import numpy as np
 
 from bench.m3bench_lite._io import (finish, pick, prepare, save_png, scaled, to_uint8,
                                     write_csv)
-from core.demo_data import _ellipse
-from core.demo_diagnosis import ct_volume
-from core.demo_segmentation import _smooth
+from core.demo.chest_xray import _ellipse
+from core.demo.diagnosis import ct_volume
+from core.demo.segmentation import _smooth
 
 ADNI_GROUPS = ("CN", "MCI", "AD")
 ADNI_SHAPE = (32, 40, 32)   # z, y, x

@@ -8,7 +8,7 @@ every report states what the image shows (each sentence in one of two wordings):
   nodule (right or left), bilateral pleural effusions, an enlarged heart.
 * RadGenome-Brain: ``images/<case>.nii.gz`` (brain MRI) and ``reports_train.json`` /
   ``reports_test.json``, lists of ``{"image" (file name), "finding", "impression"}``; signal and
-  wording from :mod:`core.demo_reports`.
+  wording from :mod:`core.demo.reports`.
 * IU-Xray: ``images/images_normalized/<uid>_IM-<nnnn>-<mmmm>.dcm.png`` (a frontal and a lateral
   view per study) and one CSV ``indiana_reports.csv`` with ``uid, filename, projection, MeSH,
   Problems, indication, comparison, findings, impression``; a few studies have no findings text.
@@ -24,9 +24,9 @@ from scipy.ndimage import gaussian_filter
 
 from bench.m3bench_lite._io import (finish, pick, prepare, save_nifti, save_png, scaled,
                                     to_uint8, write_csv, write_json)
-from core.demo_data import _ellipse, _smooth_noise
-from core.demo_reports import brain_report, brain_volume, chest_image, chest_report
-from core.demo_segmentation import _blob
+from core.demo.chest_xray import _ellipse, _smooth_noise
+from core.demo.reports import brain_report, brain_volume, chest_image, chest_report
+from core.demo.segmentation import _blob
 
 
 # ------------------------------------------------------------------------------------ CT-RATE

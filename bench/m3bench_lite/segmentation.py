@@ -26,8 +26,8 @@ import numpy as np
 
 from bench.m3bench_lite._io import (finish, prepare, save_nifti, save_png, scaled, to_uint8,
                                     write_json)
-from core.demo_data import _ellipse
-from core.demo_segmentation import _blob, _smooth, xray_case
+from core.demo.chest_xray import _ellipse
+from core.demo.segmentation import _blob, _smooth, xray_case
 
 
 def _cyl(nx: int, ny: int, cx: float, cy: float, rx: float, ry: float) -> np.ndarray:

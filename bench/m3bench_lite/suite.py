@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.m3bench_lite import diagnosis, reports, segmentation
-from core.datacards import Datacard, parse_datacard
+from core.datasets.datacards import Datacard, parse_datacard
 
 SUITE = "m3bench-lite"
 

@@ -1,23 +1,21 @@
-"""Trainer callbacks shared by the templates: stream logs to the store, honour a stop flag and
-a wall-clock budget."""
+"""Trainer callbacks shared by the templates: report what the Trainer logs through the run
+channel (ml_templates.common.channel), honour a stop request and a wall-clock budget."""
 from __future__ import annotations
 
-import math
 import time
 
 from transformers import TrainerCallback
 
-from core.store import open_store
+from ml_templates.common.channel import RunChannel
 
 
-class StoreCallback(TrainerCallback):
-    """Every value the Trainer logs becomes a metrics row; the job's stop flag ends training."""
+class ChannelCallback(TrainerCallback):
+    """Every value the Trainer logs becomes a metrics line; a stop request ends training."""
 
-    def __init__(self, store_path: str, job_id: str, time_budget_s: float | None = None,
-                 check_every_s: float = 2.0):
-        self.store = open_store(store_path)
-        self.job_id = job_id
-        self.budget = time_budget_s
+    def __init__(self, cfg: dict, check_every_s: float = 1.0):
+        self.channel = RunChannel.from_config(cfg)
+        self.channel.listen_for_sigterm()
+        self.budget = cfg.get("time_budget_s")
         self.check_every_s = check_every_s
         self.started = time.time()
         self._last_check = 0.0
@@ -25,14 +23,11 @@ class StoreCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.time()
-        if state.is_world_process_zero:  # one writer when training runs on several processes
-            self.store.add_metrics(self.job_id, 0, 0.0, {"max_steps": state.max_steps})
+        self.channel.writer = state.is_world_process_zero  # one writer across processes
+        self.channel.metrics(0, 0.0, {"max_steps": state.max_steps})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        values = {k: float(v) for k, v in (logs or {}).items()
-                  if isinstance(v, (int, float)) and math.isfinite(float(v))}
-        if values and state.is_world_process_zero:
-            self.store.add_metrics(self.job_id, state.global_step, state.epoch, values)
+        self.channel.metrics(state.global_step, state.epoch, logs or {})
 
     def on_step_end(self, args, state, control, **kwargs):
         now = time.time()
@@ -41,8 +36,7 @@ class StoreCallback(TrainerCallback):
             control.should_training_stop = True
         if now - self._last_check >= self.check_every_s:
             self._last_check = now
-            job = self.store.job(self.job_id)
-            if job and job.get("stop_requested"):
+            if self.channel.stop_requested():
                 self.stop_reason = "stopped by the user"
                 control.should_training_stop = True
         return control

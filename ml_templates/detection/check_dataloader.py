@@ -17,7 +17,6 @@ import sys
 import traceback
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up)
 import numpy as np
 
 TOLERANCE = 0.5  # pixels a box may overhang the image border (rounding in annotation tools)

@@ -36,7 +36,7 @@ from monai.apps.detection.transforms.dictionary import (ClipBoxToImaged, Convert
 from monai.transforms import (Compose, MapTransform, NormalizeIntensityd, RandGaussianNoised,
                               RandScaleIntensityd, Resize, ScaleIntensityd, ScaleIntensityRanged)
 
-from ml_templates.common.image_io import read_image
+from core.imaging.image_io import read_image
 
 ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
 BOX_MODE = "xyxy" if SPATIAL_DIMS == 2 else "xyzxyz"
@@ -44,7 +44,7 @@ CACHE_MAX_BYTES = 2e9  # prepared images kept in memory up to this size (per dat
 
 
 class _ReadImage:
-    """Any index image reference (ml_templates.common.image_io) -> (C, *spatial): a folder of
+    """Any index image reference (core.imaging.image_io) -> (C, *spatial): a folder of
     2D slices or a DICOM series -> (C, X, Y, Z) with the slices along the last axis; a list of
     files -> their channels concatenated (e.g. MRI sequences)."""
 

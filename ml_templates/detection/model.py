@@ -22,6 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from monai.apps.detection.networks import retinanet_detector, retinanet_network
 from monai.apps.detection.networks.retinanet_detector import RetinaNetDetector
@@ -181,3 +182,15 @@ def load_detection_model(model_dir: str | Path) -> DetectionModel:
     model = DetectionModel(json.loads((model_dir / "config.json").read_text()))
     model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
     return model.eval()
+
+
+def predict(model: DetectionModel, dataset, dl, device, batch_size: int = 8) -> list[dict]:
+    """Detections per item, boxes mapped back to the stored image's coordinates."""
+    out = []
+    for start in range(0, len(dataset), batch_size):
+        items = [dataset[j] for j in range(start, min(start + batch_size, len(dataset)))]
+        for item, det in zip(items, model.predict([it["image"].to(device) for it in items])):
+            boxes = dl.to_original(det["boxes"], item["original_size"], item["image_size"])
+            out.append({"image_path": item["image_path"], "boxes": np.asarray(boxes, np.float64),
+                        "scores": det["scores"].numpy(), "labels": det["labels"].numpy()})
+    return out

@@ -8,7 +8,7 @@ positive/negative image), fits anchor shapes to the training boxes, and trains a
 RetinaNetDetector under the Transformers ``Trainer``: batches are lists of images and target
 dicts, evaluation is replaced by detection on the validation set (mAP50 each epoch, the metric
 for the best checkpoint and early stopping), losses / learning rate / val mAP50 stream to the
-store (StoreCallback, which also honours the stop flag and ``time_budget_s``). Afterwards every
+run channel (ChannelCallback, which also honours a stop request and ``time_budget_s``). Afterwards every
 test image is predicted, boxes are mapped back to the stored image's coordinates and written to
 ``Logout/predictions.json``; ``Logout/model/`` and ``Logout/train_summary.json`` as the README
 says. Test metrics come from ``core.evaluation.detection`` afterwards, not from here.
@@ -22,15 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up: quiet telemetry, torchvision guard)
 import numpy as np
 import torch
 from monai.utils import set_determinism
 from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
 
 from core.evaluation.detection import detection_metrics
-from ml_templates.common.callbacks import StoreCallback
-from ml_templates.detection.model import DEFAULT_CPU, DetectionModel, save_detection_model
+from ml_templates.common.callbacks import ChannelCallback
+from ml_templates.detection.model import DEFAULT_CPU, DetectionModel, predict, save_detection_model
 from ml_templates.diagnosis.train import load_dataloader
 
 
@@ -73,16 +72,6 @@ def collate(batch: list[dict]) -> dict:
             "targets": [{"boxes": b["boxes"], "labels": b["labels"]} for b in batch]}
 
 
-def predict(model: DetectionModel, dataset, dl, device, batch_size: int = 8) -> list[dict]:
-    """Detections per item, boxes mapped back to the stored image's coordinates."""
-    out = []
-    for start in range(0, len(dataset), batch_size):
-        items = [dataset[j] for j in range(start, min(start + batch_size, len(dataset)))]
-        for item, det in zip(items, model.predict([it["image"].to(device) for it in items])):
-            boxes = dl.to_original(det["boxes"], item["original_size"], item["image_size"])
-            out.append({"image_path": item["image_path"], "boxes": np.asarray(boxes, np.float64),
-                        "scores": det["scores"].numpy(), "labels": det["labels"].numpy()})
-    return out
 
 
 def _ground_truth(items: list, label_dict: dict, dims: int) -> list[dict]:
@@ -174,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         greater_is_better=True, logging_steps=int(cfg.get("logging_steps", 5)), report_to="none",
         use_cpu=use_cpu, dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed,
         data_seed=seed, remove_unused_columns=False, disable_tqdm=True)
-    store_cb = StoreCallback(cfg["store_path"], cfg["job_id"], cfg.get("time_budget_s"))
-    callbacks = [store_cb]
+    channel_cb = ChannelCallback(cfg)
+    callbacks = [channel_cb]
     if cfg.get("early_stopping_patience"):
         callbacks.append(EarlyStoppingCallback(int(cfg["early_stopping_patience"])))
     trainer = DetectionTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=val_ds,
@@ -190,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
          "scores": p["scores"].round(5).tolist(), "labels": [names[int(c)] for c in p["labels"]]}
         for p in predictions]))
     epochs_run = trainer.state.epoch or 0.0
-    stop_reason = store_cb.stop_reason or (
+    stop_reason = channel_cb.stop_reason or (
         "early stopping" if epochs_run < float(cfg.get("epochs", 10)) - 1e-6 else "completed")
     summary = {
         "model_path": str(model_path), "network": model.detector_config["network"],

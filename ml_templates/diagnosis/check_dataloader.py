@@ -14,7 +14,6 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up)
 from ml_templates.diagnosis.train import load_dataloader
 
 

@@ -4,7 +4,7 @@ and yields ``{"pixel_values": float tensor (C, *IMAGE_SIZE), "labels": ...}`` pe
 Single-label targets are class indices (softmax); with ``MULTI_LABEL`` they are multi-hot
 vectors (sigmoid, one output per label). The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
 block between the CONFIG markers; the rest is used as it is. An index key is any image
-reference ``ml_templates.common.image_io.read_image`` reads: an image file (PNG/JPEG, DICOM,
+reference ``core.imaging.image_io.read_image`` reads: an image file (PNG/JPEG, DICOM,
 NIfTI, NRRD, ...), a folder of 2D slices or a DICOM series manifest (one 3D scan, slices on the
 first spatial axis), an array element ``file.npz::key[i]``, or a JSON list of channel files.
 The optional CONFIG key ``ALLOW_PICKLE = True`` lets it unpickle ``.pck``/``.pkl`` arrays
@@ -24,7 +24,7 @@ import torch
 from monai.transforms import (Compose, EnsureType, NormalizeIntensity, RandAffine,
                               RandGaussianNoise, Resize, ScaleIntensity, ScaleIntensityRange)
 
-from ml_templates.common.image_io import read_image
+from core.imaging.image_io import read_image
 
 ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
 

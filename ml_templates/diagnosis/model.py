@@ -62,3 +62,15 @@ class DiagnosisModel(nn.Module):
                 out["loss"] = nn.functional.cross_entropy(logits, labels,
                                                           weight=self.class_weights)
         return out
+
+
+class Probabilities(torch.nn.Module):
+    """The exported form: images in, class probabilities out."""
+
+    def __init__(self, model: DiagnosisModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        logits = self.model(pixel_values=pixel_values)["logits"]
+        return torch.sigmoid(logits) if self.model.multi_label else torch.softmax(logits, dim=1)

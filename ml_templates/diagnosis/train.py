@@ -8,7 +8,7 @@ DDP, rank 0 writes metrics, predictions and the summary.
 
 Reads the job's ``Datapath/dataloader.py``, holds out a validation set from the training index
 (grouped by patient when split.json knows the groups), trains a MONAI network under the
-Transformers ``Trainer`` (metrics streamed to the store, stop flag and time budget honoured,
+Transformers ``Trainer`` (metrics reported through the run channel, stop request and time budget honoured,
 early stopping, best checkpoint kept), then writes test-set probabilities to
 ``Logout/predictions.json`` and ``Logout/train_summary.json``. Test metrics are computed by the
 system's evaluator afterwards, not here.
@@ -25,15 +25,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up: quiet telemetry, torchvision guard)
 import numpy as np
 import torch
 from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
 
 from core.evaluation.diagnosis import diagnosis_metrics, multi_label_metrics
-from ml_templates.common.callbacks import StoreCallback
+from ml_templates.common.callbacks import ChannelCallback
 from ml_templates.common.export import export_model
-from ml_templates.diagnosis.model import DiagnosisModel
+from ml_templates.diagnosis.model import DiagnosisModel, Probabilities
 
 
 def load_dataloader(path: Path):
@@ -72,16 +71,6 @@ def class_weights(items: list, label_dict: dict, multi_label: bool) -> list[floa
     return [len(items) / (n * max(counts.get(i, 0), 1)) for i in range(n)]
 
 
-class Probabilities(torch.nn.Module):
-    """The exported form: images in, class probabilities out."""
-
-    def __init__(self, model: DiagnosisModel):
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        logits = self.model(pixel_values=pixel_values)["logits"]
-        return torch.sigmoid(logits) if self.model.multi_label else torch.softmax(logits, dim=1)
 
 
 def collate(batch: list[dict]) -> dict:
@@ -141,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         use_cpu=use_cpu, ddp_backend="gloo" if distributed and use_cpu else None,
         dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed,
         data_seed=seed, remove_unused_columns=False, disable_tqdm=True)
-    store_cb = StoreCallback(cfg["store_path"], cfg["job_id"], cfg.get("time_budget_s"))
-    callbacks = [store_cb]
+    channel_cb = ChannelCallback(cfg)
+    callbacks = [channel_cb]
     if cfg.get("early_stopping_patience"):
         callbacks.append(EarlyStoppingCallback(int(cfg["early_stopping_patience"])))
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, eval_dataset=val_ds,
@@ -173,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "epochs_run": trainer.state.epoch, "global_step": trainer.state.global_step,
         "best_val_metric": trainer.state.best_metric, "best_checkpoint":
         trainer.state.best_model_checkpoint, "train_loss": result.training_loss,
-        "stop_reason": store_cb.stop_reason or "completed", "seconds": time.time() - started,
+        "stop_reason": channel_cb.stop_reason or "completed", "seconds": time.time() - started,
         "device": str(trainer.args.device), "num_train": len(train_ds), "num_val": len(val_ds),
         "num_test": len(test_ds), "class_weights": weights, "seed": seed,
         "multi_label": multi, "exports": exports,

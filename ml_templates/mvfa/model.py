@@ -21,7 +21,6 @@ and for machines without CLIP weights.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch

@@ -5,13 +5,13 @@
 Reads the segmentation-style index (``Datapath/train.json`` and ``test.json``:
 ``[{"image_path", "label_path", "labels"}]``; mask > 0 marks the anomaly, an empty mask is a
 normal image), loads a local CLIP (``clip_path``; never downloads), trains only the MVFA adapters
-(loss per step streamed to the store; stop flag and ``time_budget_s`` honoured), builds the
+(loss per step reported through the run channel; stop request and ``time_budget_s`` honoured), builds the
 few-shot memory from ``shots`` normal training images when ``shots`` > 0, then scores the test
 set: ``Logout/predictions/<name>.npy`` anomaly maps (on the mask's grid), ``Logout/predictions.json``
 ``[{"image_path", "label_path", "score", "prediction_path"}]``, ``Logout/model/`` (adapters and
 text embeddings) and ``Logout/train_summary.json`` with image- and pixel-level AUROC.
 
-Config keys: clip_path, datapath, output_dir, job_id, store_path, epochs, learning_rate,
+Config keys: clip_path, datapath, output_dir, job_id, metrics_path, stop_path, epochs, learning_rate,
 batch_size, seed, time_budget_s, shots, levels, residual_ratio, top_k, det_weight,
 few_shot_weight, object_name, text_embeddings_path
 (a .pt/.npy [2, projection_dim] used instead of the tokenizer), threads, max_pixels_auroc.
@@ -25,13 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up: quiet telemetry, torchvision guard)
 import numpy as np
 import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from core.store import open_store
+from ml_templates.common.channel import RunChannel
 from ml_templates.mvfa.model import (MVFA, load_clip, load_tokenizer, preprocess,
                                      prompt_ensembles)
 
@@ -186,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(int(cfg["threads"]))
     datapath, out = Path(cfg["datapath"]), Path(cfg["output_dir"])
     out.mkdir(parents=True, exist_ok=True)
-    store, job_id = open_store(cfg["store_path"]), cfg["job_id"]
+    channel = RunChannel.from_config(cfg)
+    channel.listen_for_sigterm()
 
     model = build_model(cfg)
     size = model.image_size
@@ -194,14 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     test_items = json.loads((datapath / "test.json").read_text())
     train_px, train_masks, train_labels = load_items(train_items, size)
     train_feats = backbone_cache(model, train_px)
-    store.add_metrics(job_id, 0, 0.0, {"num_train": len(train_items)})
-
-    def should_stop() -> bool:
-        job = store.job(job_id)
-        return bool(job and job.get("stop_requested"))
-
-    def on_step(step: int, epoch: float, values: dict) -> None:
-        store.add_metrics(job_id, step, epoch, values)
+    channel.metrics(0, 0.0, {"num_train": len(train_items)})
 
     remaining = None
     if cfg.get("time_budget_s"):
@@ -209,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     report = fit(model, train_feats, train_masks, train_labels, epochs=int(cfg.get("epochs", 20)),
                  learning_rate=float(cfg.get("learning_rate", 1e-3)),
                  batch_size=int(cfg.get("batch_size", 8)), seed=seed, time_budget_s=remaining,
-                 should_stop=should_stop, on_step=on_step)
+                 should_stop=channel.stop_requested, on_step=channel.metrics)
 
     model_dir = out / "model"
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -248,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "predictions.json").write_text(json.dumps(rows, indent=1))
     metrics = aurocs(scores, np.concatenate(full_maps), np.concatenate(gt_masks),
                      test_labels.numpy(), int(cfg.get("max_pixels_auroc", 2_000_000)), seed)
-    store.add_metrics(job_id, report["steps"], float(report["epochs_run"]),
-                      {f"test_{k}": v for k, v in metrics.items() if v is not None})
+    channel.metrics(report["steps"], float(report["epochs_run"]),
+                    {f"test_{k}": v for k, v in metrics.items() if v is not None})
     summary = {
         "model_path": str(model_dir / "adapters.safetensors"), "network": "mvfa",
         "clip_path": str(cfg["clip_path"]), "levels": list(model.levels),

@@ -14,7 +14,6 @@ import sys
 import traceback
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up)
 import numpy as np
 import torch
 

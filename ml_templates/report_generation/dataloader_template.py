@@ -8,7 +8,7 @@ The text target is ``"FINDINGS: ... IMPRESSION: ..."`` framed as ``[BOS] ... [EO
 is the local pretrained one at TOKENIZER_PATH, or else a small one trained on train.json's reports
 only (``ml_templates.report_generation.tokenizer``); train.py passes its own (saved under
 Logout/tokenizer/) with ``tokenizer=``. An image is any reference
-``ml_templates.common.image_io.read_image`` reads: a 2D file (PNG/JPEG/DICOM), a 3D file (NIfTI,
+``core.imaging.image_io.read_image`` reads: a 2D file (PNG/JPEG/DICOM), a 3D file (NIfTI,
 NRRD, ...), a folder of 2D slices or a DICOM series manifest (one 3D scan), an array element
 (``file.npz::key[i]``), or a list of these (channels, fixed order); ``ALLOW_PICKLE = True`` in
 the CONFIG block lets it unpickle ``.pck``/``.pkl`` arrays (local data only).
@@ -32,7 +32,7 @@ import torch
 from monai.transforms import (Compose, EnsureType, NormalizeIntensity, RandAffine,
                               RandGaussianNoise, Resize, ScaleIntensity, ScaleIntensityRange)
 
-from ml_templates.common.image_io import read_image
+from core.imaging.image_io import read_image
 from ml_templates.report_generation.tokenizer import encode_report, get_tokenizer, report_text
 
 ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
@@ -45,7 +45,7 @@ def image_key(image_path) -> str:
 
 
 class _ReadImage:
-    """Any index image reference (ml_templates.common.image_io), or a list of them (channels,
+    """Any index image reference (core.imaging.image_io), or a list of them (channels,
     fixed order) -> (IN_CHANNELS, *spatial) tensor with SPATIAL_DIMS spatial axes. A stack of
     2D slices (folder or DICOM series) becomes one gray channel, slices on the first axis."""
 

@@ -22,6 +22,8 @@ import torch
 from monai.networks import nets
 from torch import nn
 
+from ml_templates.report_generation.tokenizer import decode_report
+
 NETWORKS = {
     # layers / channels of the ResNet trunk, decoder width, layers, heads
     "report_small": {"layers": [1, 1, 1, 1], "planes": [16, 32, 64, 128], "d_model": 128,
@@ -149,3 +151,15 @@ def load_trained(model_dir: str | Path) -> ReportGenerator:
         "bos_token_id", "eos_token_id")})
     model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
     return model.eval()
+
+
+def generate_reports(model: ReportGenerator, dataset, tokenizer, device, max_new_tokens: int,
+                     batch_size: int = 32) -> list[str]:
+    model.eval()
+    texts = []
+    for i in range(0, len(dataset), batch_size):
+        pixels = torch.stack([dataset[j]["pixel_values"]
+                              for j in range(i, min(i + batch_size, len(dataset)))]).to(device)
+        ids = model.generate(pixels, max_new_tokens).cpu()
+        texts += [decode_report(tokenizer, row) for row in ids]
+    return texts

@@ -6,7 +6,7 @@ Reads the job's ``Datapath/dataloader.py``; builds the tokenizer (a local pretra
 ``tokenizer_path`` / the dataloader's TOKENIZER_PATH, or one trained on train.json's reports) and
 saves it to ``Logout/tokenizer/``; holds out a validation set from the training index (grouped by
 patient when split.json knows the groups); trains the image-conditioned decoder under the
-Transformers ``Trainer`` (loss, learning rate and validation loss streamed to the store, stop
+Transformers ``Trainer`` (loss, learning rate and validation loss reported through the run channel, stop
 flag and time budget honoured, early stopping on validation loss, best checkpoint kept, resume
 from ``Logout/checkpoints/``); then writes a generated report for every test image to
 ``Logout/predictions.json`` ``[{"image_path", "generated"}]``, the model (weights, config,
@@ -22,15 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up: quiet telemetry, torchvision guard)
 import torch
 from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
 
 from core.evaluation.report_generation import reference_text, rouge_l
-from ml_templates.common.callbacks import StoreCallback
+from ml_templates.common.callbacks import ChannelCallback
 from ml_templates.diagnosis.train import load_dataloader
-from ml_templates.report_generation.model import ReportGenerator
-from ml_templates.report_generation.tokenizer import (decode_report, get_tokenizer, load_tokenizer,
+from ml_templates.report_generation.model import ReportGenerator, generate_reports
+from ml_templates.report_generation.tokenizer import (get_tokenizer, load_tokenizer,
                                                       report_text)
 
 
@@ -56,16 +55,6 @@ def collate(batch: list[dict]) -> dict:
             "labels": labels[:, :length]}
 
 
-def generate_reports(model: ReportGenerator, dataset, tokenizer, device, max_new_tokens: int,
-                     batch_size: int = 32) -> list[str]:
-    model.eval()
-    texts = []
-    for i in range(0, len(dataset), batch_size):
-        pixels = torch.stack([dataset[j]["pixel_values"]
-                              for j in range(i, min(i + batch_size, len(dataset)))]).to(device)
-        ids = model.generate(pixels, max_new_tokens).cpu()
-        texts += [decode_report(tokenizer, row) for row in ids]
-    return texts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         logging_steps=int(cfg.get("logging_steps", 5)), report_to="none", use_cpu=use_cpu,
         dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed, data_seed=seed,
         remove_unused_columns=False, disable_tqdm=True)
-    store_cb = StoreCallback(cfg["store_path"], cfg["job_id"], cfg.get("time_budget_s"))
-    callbacks = [store_cb]
+    channel_cb = ChannelCallback(cfg)
+    callbacks = [channel_cb]
     if cfg.get("early_stopping_patience") and val_ds.items:
         callbacks.append(EarlyStoppingCallback(int(cfg["early_stopping_patience"])))
     trainer = Trainer(model=model, args=args, train_dataset=train_ds,
@@ -156,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         "epochs_run": trainer.state.epoch, "global_step": trainer.state.global_step,
         "best_val_metric": trainer.state.best_metric, "best_val_metric_name": "eval_loss",
         "best_checkpoint": trainer.state.best_model_checkpoint, "val_rouge_l": val_rouge,
-        "train_loss": result.training_loss, "stop_reason": store_cb.stop_reason or "completed",
+        "train_loss": result.training_loss, "stop_reason": channel_cb.stop_reason or "completed",
         "seconds": time.time() - started, "device": str(device), "num_train": len(train_ds),
         "num_val": len(val_ds), "num_test": len(test_ds), "seed": seed,
         "vocab_size": len(tokenizer), "max_tokens": max_tokens, "image_size": image_size,

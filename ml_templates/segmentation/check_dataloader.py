@@ -18,7 +18,6 @@ import sys
 import traceback
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up)
 import torch
 
 from ml_templates.segmentation import load_dataloader

@@ -3,7 +3,7 @@
 Reads the index ``[{"image_path": file | [channel files], "label_path": file, "labels": [...]}]``
 (``labels[i]`` is mask value i + 1) and builds MONAI dictionary transforms:
 
-    load (any image reference of ml_templates.common.image_io: files, DICOM series, array
+    load (any image reference of core.imaging.image_io: files, DICOM series, array
           elements; channel files stacked in their fixed order) -> channel first -> RAS (3D)
     -> resample to PIXDIM (bilinear image, nearest mask) -> intensity -> crop to the foreground
     training:   pad to ROI_SIZE -> foreground/background-balanced patch -> flips, intensity jitter
@@ -35,7 +35,7 @@ from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, Ens
                               RandScaleIntensityd, RandShiftIntensityd, ScaleIntensityd,
                               ScaleIntensityRanged, Spacingd, SpatialPadd)
 
-from ml_templates.common.image_io import ImageRefReader
+from core.imaging.image_io import ImageRefReader
 
 SAMPLES_PER_CASE = globals().get("SAMPLES_PER_CASE", 4)  # training patches per case and epoch
 CACHE_RATE = globals().get("CACHE_RATE", 1.0)

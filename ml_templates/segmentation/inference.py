@@ -21,7 +21,7 @@ from monai.inferers import sliding_window_inference
 from monai.metrics import DiceMetric
 from monai.transforms import AsDiscrete, LoadImage, ResampleToMatch
 
-from ml_templates.common.image_io import ImageRefReader
+from core.imaging.image_io import ImageRefReader
 
 NIFTI = (".nii.gz", ".nii")
 RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")

@@ -9,7 +9,7 @@ Steps, all inside the job's output folder (never the user's home):
 2. ``plan_and_preprocess``: fingerprint, plans and preprocessing through nnU-Net's Python API
    (3d_fullres for 3D data, 2d for 2D data).
 3. ``train``: a budgeted subclass of nnUNetTrainer (epochs and iterations per epoch from the
-   config; train_loss / val_loss / mean_fg_dice / lr streamed to the store each epoch; stops on
+   config; train_loss / val_loss / mean_fg_dice / lr reported through the run channel each epoch; stops on
    the job's stop flag or the time budget), fold "all".
 4. ``predict``: builds the network from the plans, loads ``checkpoint_final.pth`` and runs
    nnUNetPredictor on the test images; masks are written with the label's geometry.
@@ -23,7 +23,6 @@ import os
 import time
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up: torchvision guard before nnunetv2 pulls timm)
 import numpy as np
 import SimpleITK as sitk
 
@@ -192,44 +191,42 @@ def _trainer_class():
     from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
 
     class nnUNetTrainerM3B(nnUNetTrainer):
-        """nnUNetTrainer with a small, configurable budget, store streaming and a stop flag.
+        """nnUNetTrainer with a small, configurable budget, the run channel and a stop request.
         The signature must stay nnUNetTrainer's (it records its own init kwargs)."""
 
         def __init__(self, plans: dict, configuration: str, fold: int, dataset_json: dict,
                      device: torch.device = torch.device("cuda")):
             super().__init__(plans, configuration, fold, dataset_json, device)
-            self.m3b_store = None
-            self.m3b_job_id = None
+            self.m3b_channel = None
             self.m3b_budget_s = None
             self.m3b_started = time.time()
             self.m3b_stop_reason = ""
             self.m3b_last_check = 0.0
-            self.m3b_steps = 0  # training iterations run, for the store's step column
+            self.m3b_steps = 0  # training iterations run, for the metrics' step column
             self.m3b_best = None
             self.m3b_epochs_run = 0
 
         def configure_budget(self, epochs: int, iterations: int, val_iterations: int,
-                             store=None, job_id=None, time_budget_s=None, save_every=None,
+                             channel=None, time_budget_s=None, save_every=None,
                              started: float | None = None):
             self.num_epochs = max(1, int(epochs))
             self.num_iterations_per_epoch = max(1, int(iterations))
             self.num_val_iterations_per_epoch = max(1, int(val_iterations))
             self.save_every = int(save_every or max(1, self.num_epochs))
-            self.m3b_store, self.m3b_job_id = store, job_id
+            self.m3b_channel = channel
             self.m3b_budget_s = float(time_budget_s) if time_budget_s else None
             self.m3b_started = float(started or time.time())  # the budget counts from here
             self.m3b_last_check = 0.0
 
         def m3b_should_stop(self) -> bool:
-            """Checked every iteration: time budget always, the store's stop flag every 2 s."""
+            """Checked every iteration: time budget always, a stop request every second."""
             now = time.time()
             if self.m3b_budget_s and now - self.m3b_started > self.m3b_budget_s:
                 self.m3b_stop_reason = self.m3b_stop_reason or \
                     f"time budget of {self.m3b_budget_s:.0f} s reached"
-            if self.m3b_store is not None and now - self.m3b_last_check >= 2.0:
+            if self.m3b_channel is not None and now - self.m3b_last_check >= 1.0:
                 self.m3b_last_check = now
-                job = self.m3b_store.job(self.m3b_job_id)
-                if job and job.get("stop_requested"):
+                if self.m3b_channel.stop_requested():
                     self.m3b_stop_reason = "stopped by the user"
             return bool(self.m3b_stop_reason)
 
@@ -250,10 +247,9 @@ def _trainer_class():
             dice = values.get("mean_fg_dice")
             if dice is not None and (self.m3b_best is None or dice > self.m3b_best):
                 self.m3b_best = dice
-            if self.m3b_store is not None:
-                self.m3b_store.add_metrics(self.m3b_job_id, self.m3b_steps, float(epoch + 1),
-                                           values)
-            self.m3b_last_check = 0.0  # force a stop-flag read at each epoch's end
+            if self.m3b_channel is not None:
+                self.m3b_channel.metrics(self.m3b_steps, float(epoch + 1), values)
+            self.m3b_last_check = 0.0  # force a stop-request check at each epoch's end
             self.m3b_should_stop()
 
         def run_training(self):  # nnUNetTrainer.run_training with a way out between epochs
@@ -289,7 +285,7 @@ def pick_device(name: str = "auto"):
 
 
 def train(plans_info: dict, configuration: str, device, epochs: int, iterations: int,
-          val_iterations: int, store=None, job_id=None, time_budget_s=None,
+          val_iterations: int, channel=None, time_budget_s=None,
           started: float | None = None) -> dict:
     """``time_budget_s`` counts from ``started`` (the job's start; default now)."""
     plans = json.loads(Path(plans_info["plans_file"]).read_text())
@@ -298,7 +294,7 @@ def train(plans_info: dict, configuration: str, device, epochs: int, iterations:
     cls = _trainer_class()
     trainer = cls(plans=plans, configuration=configuration, fold="all",
                   dataset_json=dataset_json, device=device)
-    trainer.configure_budget(epochs, iterations, val_iterations, store=store, job_id=job_id,
+    trainer.configure_budget(epochs, iterations, val_iterations, channel=channel,
                              time_budget_s=time_budget_s, started=started)
     trainer.run_training()
     checkpoint = Path(trainer.output_folder) / "checkpoint_final.pth"

@@ -9,7 +9,7 @@ mean_fg_dice, lr streamed to the store each epoch; stop flag and ``time_budget_s
 predicts the test images and writes ``predictions/``, ``predictions.json``, ``model/`` and
 ``train_summary.json`` into ``output_dir`` (the job's Logout/).
 
-Config keys: job_id, store_path, datapath, output_dir, epochs (default 20),
+Config keys: job_id, metrics_path, stop_path, datapath, output_dir, epochs (default 20),
 iterations_per_epoch (default 250 on CUDA, 10 on CPU), val_iterations_per_epoch (default
 max(1, iterations_per_epoch // 5)), time_budget_s, seed, device (auto | cpu | cuda),
 workers (preprocessing and augmentation processes, default 2), configuration (override: 2d | 3d_fullres), use_mirroring (default
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up first: torchvision guard)
+from ml_templates.common.channel import RunChannel
 from ml_templates.segmentation import nnunet_engine as eng
 
 
@@ -40,7 +40,6 @@ def main(argv: list[str] | None = None) -> int:
     paths = eng.setup_env(out, n_proc=n_proc, n_proc_da=int(cfg.get("workers_da") or n_proc))
 
     import torch  # after setup_env: nnunetv2 reads some variables at import
-    from core.store import open_store
 
     seed = int(cfg.get("seed", 42))
     torch.manual_seed(seed)
@@ -52,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.get("threads"):
         torch.set_num_threads(max(1, int(cfg["threads"])))
     device = eng.pick_device(cfg.get("device", "auto"))
-    store = open_store(cfg["store_path"]) if cfg.get("store_path") else None
-    job_id = cfg.get("job_id")
+    channel = RunChannel.from_config(cfg)
+    channel.listen_for_sigterm()
 
     def stage(name: str) -> None:
         print(json.dumps({"event": "stage", "stage": name, "seconds": time.time() - started}),
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = cfg.get("time_budget_s")
     stage("train")
     result = eng.train(plans_info, configuration, device, int(cfg.get("epochs", 20)), iterations,
-                       val_iterations, store=store, job_id=job_id,
+                       val_iterations, channel=channel,
                        time_budget_s=float(budget) if budget else None, started=started)
     trained_s = time.time() - started
 

@@ -5,13 +5,13 @@
 Reads the job's ``Datapath/dataloader.py``, holds out whole training cases for validation
 (grouped by patient when split.json knows the groups), trains a MONAI network on random patches
 under the Transformers ``Trainer`` (loss, learning rate and each epoch's validation Dice —
-sliding-window inference on whole held-out images — streamed to the store; stop flag, time
+sliding-window inference on whole held-out images — reported through the run channel; stop request, time
 budget and early stopping honoured; best checkpoint kept; ``resume`` continues from the newest
 checkpoint), then predicts every test case, maps it back to the mask's original geometry and
 writes ``Logout/predictions/``, ``Logout/predictions.json``, ``Logout/model/`` and
 ``Logout/train_summary.json``. Test metrics come from core.evaluation.segmentation afterwards.
 
-Config keys: job_id, store_path, datapath, dataloader, output_dir, network, epochs, batch_size,
+Config keys: job_id, metrics_path, stop_path, datapath, dataloader, output_dir, network, epochs, batch_size,
 learning_rate, weight_decay, seed, time_budget_s, early_stopping_patience, device (auto | cpu |
 cuda), resume, val_fraction, roi_size (overrides the dataloader's ROI_SIZE), pretrained_path,
 threads, num_workers, export, logging_steps, warmup_steps.
@@ -25,12 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-import core  # noqa: F401  (process set-up: quiet telemetry, torchvision guard)
 import torch
 from monai.utils import set_determinism
 from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
 
-from ml_templates.common.callbacks import StoreCallback
+from ml_templates.common.callbacks import ChannelCallback
 from ml_templates.common.export import export_model
 from ml_templates.segmentation import load_dataloader
 from ml_templates.segmentation.inference import predict_dataset, validation_dice
@@ -148,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         logging_steps=int(cfg.get("logging_steps", 5)), report_to="none", use_cpu=use_cpu,
         dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed, data_seed=seed,
         remove_unused_columns=False, disable_tqdm=True)
-    store_cb = StoreCallback(cfg["store_path"], cfg["job_id"], cfg.get("time_budget_s"))
-    callbacks = [store_cb]
+    channel_cb = ChannelCallback(cfg)
+    callbacks = [channel_cb]
     if cfg.get("early_stopping_patience"):
         callbacks.append(EarlyStoppingCallback(int(cfg["early_stopping_patience"])))
     trainer = SegmentationTrainer(model=model, args=args, train_dataset=train_ds,
@@ -174,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "epochs_run": trainer.state.epoch, "global_step": trainer.state.global_step,
         "best_val_metric": trainer.state.best_metric, "val_metric": "dice",
         "best_checkpoint": trainer.state.best_model_checkpoint,
-        "train_loss": result.training_loss, "stop_reason": store_cb.stop_reason or "completed",
+        "train_loss": result.training_loss, "stop_reason": channel_cb.stop_reason or "completed",
         "seconds": time.time() - started, "train_seconds": trained_s,
         "device": str(trainer.args.device), "seed": seed, "num_train": len(train_items),
         "num_val": len(val_items), "num_test": len(test_ds), "roi_size": roi,

@@ -1,0 +1,21 @@
+"""Every training default in one place: per template (CPU-sized; an LLM or the user may change
+them in the plan), what multi-process training is verified for, and the validation share."""
+from __future__ import annotations
+
+DEFAULT_TRAINING = {
+    "diagnosis": {"epochs": 40, "batch_size": 16, "learning_rate": 1e-3,
+                  "early_stopping_patience": 10},
+    "segmentation": {"epochs": 30, "batch_size": 4, "learning_rate": 3e-3,
+                     "early_stopping_patience": 10},
+    "detection": {"epochs": 30, "batch_size": 8, "learning_rate": 1e-3,
+                  "early_stopping_patience": 10},
+    "report_generation": {"epochs": 20, "batch_size": 16, "learning_rate": 1e-3,
+                          "early_stopping_patience": 5},
+}
+NNUNET_EPOCHS = {"cuda": 1000, "cpu": 20}  # nnU-Net's own schedule on a GPU; the budget stops CPU
+NNUNET_CPU_WORKERS = 2
+DEFAULT_TIME_BUDGET_S = 600
+DEFAULT_SEED = 42
+VAL_FRACTION = 0.15
+DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
+STOP_GRACE_S = 60  # how long a stopped child may take to save its best model and predict

@@ -1,0 +1,220 @@
+"""Datasets stored as arrays rather than image files.
+
+* ``array_npz``: MedMNIST-style ``.npz`` files holding ``train_images`` / ``train_labels`` (and
+  ``val_*`` / ``test_*``; also ``images``/``labels`` and ``x_train``/``y_train``). Every element
+  is one sample whose image reference is ``<file.npz>::<key>[<index>]``; the file's split is
+  kept; labels come from the ``*_labels`` arrays — codes named from the datacard description
+  ("0: normal, 1: pneumonia"), else kept as code strings; an (N, K) 0/1 label array is
+  multi-label. Only array headers and label arrays are read, never the images.
+* per-sample volumes (``.npy``, ``.pt``, pickled ``.pck`` / ``.pkl``) with a label table (ADNI:
+  ``.pt`` + a CSV with ``Image Data ID`` and ``Group``; KneeMRI: ``.pck`` + a CSV with
+  ``volumeFilename`` and ``aclDiagnosis``): the table is read by core.datasets.layouts.label_table, the dimension
+  comes from one file's shape. Pickles are flagged (``details["needs_pickle"]``): unpickling
+  runs code from the file, so registration asks for the datacard's ``allow_pickle``.
+
+Shapes are read without running pickled code: ``.npy`` headers, ``torch.load(weights_only=True)``
+for ``.pt``, and for pickles an unpickler that only rebuilds NumPy arrays.
+"""
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from core.datasets.layouts.tables import code_mapping, find_tables
+from core.datasets.layouts.label_table import scan_label_table
+from core.datasets.layouts.types import Sample, ScanResult, is_image
+from core.datasets.layouts.array_headers import ARRAY_SUFFIXES, PICKLE_SUFFIXES, PICKLE_WARNING, array_shape, dimension_of_shape, npz_headers
+
+SPLIT_KEYS = {"train": "train", "training": "train", "val": "val", "valid": "val",
+              "validation": "val", "test": "test"}
+# (images key, labels key) patterns; {s} is a split name
+KEY_PAIRS = [("{s}_images", "{s}_labels"), ("x_{s}", "y_{s}"), ("{s}_x", "{s}_y"),
+             ("images_{s}", "labels_{s}"), ("images", "labels"), ("x", "y"), ("imgs", "labels")]
+MAX_WALK = 2_000_000
+
+
+
+
+
+
+
+
+
+
+
+
+def _split_of_stem(stem: str) -> str:
+    found = {SPLIT_KEYS[t] for t in re.split(r"[^a-z]+", stem.lower()) if t in SPLIT_KEYS}
+    return found.pop() if len(found) == 1 else ""
+
+
+def _npz_pairs(headers: dict) -> list[tuple[str, str, str]]:
+    """(images key, labels key, split) pairs whose lengths agree."""
+    lower = {k.lower(): k for k in headers}
+    pairs = []
+    for image_pattern, label_pattern in KEY_PAIRS:
+        for split in (["train", "training", "val", "valid", "validation", "test"]
+                      if "{s}" in image_pattern else [""]):
+            image_key = lower.get(image_pattern.format(s=split))
+            label_key = lower.get(label_pattern.format(s=split))
+            if not image_key or not label_key or any(image_key == p[0] for p in pairs):
+                continue
+            image_shape, label_shape = headers[image_key][0], headers[label_key][0]
+            if len(image_shape) >= 3 and label_shape and label_shape[0] == image_shape[0]:
+                pairs.append((image_key, label_key, SPLIT_KEYS.get(split, "")))
+    return pairs
+
+
+def _label_rows(labels: np.ndarray) -> tuple[list[list[str]], bool]:
+    """Each element's label codes, and whether the array is multi-label ((N, K) of 0/1)."""
+    if labels.ndim == 1 or (labels.ndim == 2 and labels.shape[1] == 1):
+        flat = labels.reshape(-1)
+        as_text = [str(int(v)) if np.issubdtype(flat.dtype, np.number) and float(v).is_integer()
+                   else str(v) for v in flat.tolist()]
+        return [[v] for v in as_text], False
+    if labels.ndim == 2 and set(np.unique(labels).tolist()) <= {0, 1}:
+        return [[str(k) for k in np.flatnonzero(row)] for row in labels], True
+    raise ValueError(f"label array of shape {labels.shape} is neither codes nor 0/1 columns")
+
+
+def scan_npz(root: Path, files: list[Path], description: str = ""):
+    """An ``array_npz`` ScanResult for the labelled arrays in ``files``, or None."""
+    samples, skipped, shapes, multi_any, used, width = [], [], [], False, [], 0
+    code_rows: list[tuple[Path, str, str, int, list[str]]] = []
+    for path in files:
+        try:
+            headers = npz_headers(path)
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            skipped.append(f"{path}: not a readable .npz ({type(exc).__name__})")
+            continue
+        pairs = _npz_pairs(headers)
+        if not pairs:
+            skipped.append(f"{path}: no images/labels array pair (e.g. train_images + "
+                           "train_labels)")
+            continue
+        file_split = _split_of_stem(path.stem)
+        with np.load(path, allow_pickle=False) as data:
+            for image_key, label_key, split in pairs:
+                try:
+                    rows, multi = _label_rows(data[label_key])
+                except ValueError as exc:
+                    skipped.append(f"{path}::{label_key}: {exc}")
+                    continue
+                multi_any = multi_any or multi
+                width = max(width, headers[label_key][0][-1] if multi else 0)
+                shapes.append(headers[image_key][0][1:])
+                code_rows += [(path, image_key, split or file_split, i, codes)
+                              for i, codes in enumerate(rows)]
+        used.append(str(path))
+        paired = {k for p in pairs for k in p[:2]}
+        skipped += [f"{path}::{k}: array not used" for k in headers if k not in paired]
+    if not code_rows:
+        return None
+    codes = sorted({c for *_, cs in code_rows for c in cs},
+                   key=lambda c: (not c.lstrip("-").isdigit(), int(c) if c.lstrip("-").isdigit()
+                                  else 0, c))
+    if multi_any:  # a multi-label array names every column, set or not
+        codes = sorted(set(codes) | {str(k) for k in range(width)}, key=int)
+    names = code_mapping(description, codes) if all(c.lstrip("-").isdigit() for c in codes) \
+        else {}
+    for path, image_key, split, i, cs in code_rows:
+        labels = [names.get(c, c) for c in cs]
+        samples.append(Sample(f"{path}::{image_key}[{i}]", labels[0] if labels else "(none)",
+                              f"{path.stem}/{image_key}/{i}", split,
+                              labels if multi_any else None))
+    counts = Counter(lbl for s in samples for lbl in s.label_list())
+    classes = [names.get(c, c) for c in codes if names.get(c, c) in counts]
+    splits = {s.split for s in samples}
+    dimension = Counter(dimension_of_shape(s) for s in shapes).most_common(1)[0][0]
+    return ScanResult(
+        root=str(root), layout="array_npz", task="diagnosis", dimension=dimension,
+        file_format="npz", classes=classes, class_counts={c: counts[c] for c in classes},
+        samples=samples, group_source="none (one group per image)",
+        existing_split="test" in splits and bool(splits & {"train", "val"}) and "" not in splits,
+        skipped=skipped, num_files=len(samples),
+        details={"files": used, "code_names": names, "multi_label": multi_any,
+                 "element_shape": list(shapes[0]) if shapes else None})
+
+
+# --------------------------------------------------------------------------- volume files
+def _array_files(root: Path) -> tuple[list[Path], int]:
+    """Per-sample array files under root, and how many ordinary image files sit beside them."""
+    arrays, images = [], 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            if name.lower().endswith(ARRAY_SUFFIXES):
+                arrays.append(Path(folder) / name)
+            elif is_image(name):
+                images += 1
+        if len(arrays) + images > MAX_WALK:
+            break
+    return arrays, images
+
+
+def scan_volume_table(root: Path, description: str = ""):
+    """A ``label_table`` ScanResult for per-sample array volumes named by a table, or None."""
+    if not find_tables(root):
+        return None
+    arrays, images = _array_files(root)
+    if len(arrays) < 2 or len(arrays) < images:
+        return None
+    result = scan_label_table(root, arrays, description, file_format="")
+    if result is None:
+        return None
+    first = next(Path(s.image) for s in result.samples)
+    shape, needs_pickle = array_shape(first)
+    suffix = Counter(Path(s.image).suffix.lower() for s in result.samples).most_common(1)[0][0]
+    needs_pickle = needs_pickle or suffix in PICKLE_SUFFIXES
+    result.file_format = suffix.lstrip(".")
+    result.dimension = dimension_of_shape(shape) or \
+        ("3D" if re.search(r"\b3-?d\b|volume", description, re.I) else "2D")
+    result.details.update(element_shape=list(shape) if shape else None,
+                          needs_pickle=needs_pickle)
+    if needs_pickle:
+        result.details["warning"] = PICKLE_WARNING
+    return result
+
+
+def recognise_array_files(root: Path, top_dirs: list[Path], top_files: list[Path],
+                          description: str):
+    """Scan recogniser: labelled .npz arrays, or per-sample array volumes with a label table."""
+    npz = [f for f in top_files if f.name.lower().endswith(".npz")]
+    if npz:
+        found = scan_npz(root, npz, description)
+        if found is not None:
+            return found
+    return scan_volume_table(root, description)
+
+
+def pickle_check(scan, allow_pickle: bool) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for registering a scan whose volumes need unpickling: an error unless
+    the datacard allows pickles, a warning when it does."""
+    if not scan.details.get("needs_pickle"):
+        return [], []
+    if allow_pickle:
+        return [], [PICKLE_WARNING]
+    return [f"{PICKLE_WARNING}. Register the dataset with allow_pickle (datacard field "
+            "\"allow_pickle\": true) only if you trust the source, or convert the volumes to "
+            ".npy or NIfTI"], []
+
+
+def element_ref_ok(ref: str) -> bool:
+    """True when ``<file.npz>::<key>[<index>]`` names an existing array and an index inside it
+    (headers only)."""
+    match = re.fullmatch(r"(?P<file>.+\.npz)::(?P<key>[^\[\]]+)\[(?P<index>\d+)\]", ref)
+    if not match or not Path(match["file"]).is_file():
+        return False
+    try:
+        headers = npz_headers(Path(match["file"]))
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return False
+    shape = headers.get(match["key"], ((),))[0]
+    return bool(shape) and int(match["index"]) < shape[0]

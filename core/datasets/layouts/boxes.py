@@ -1,0 +1,211 @@
+"""Detection layouts (layout ``box_table``, task ``anomaly_detection``); boxes are indexed in
+corner format ``[x0, y0, x1, y1]`` (3D ``[x0, y0, z0, x1, y1, z1]``), pixel/voxel units.
+
+* ``details["format"] == "csv"``: a CSV with an image column and one row per box: ``x, y, w, h``
+  (3D ``+ z, d``), or corners ``x0, y0, x1, y1`` / ``x1, y1, x2, y2`` / ``xmin, ymin, xmax,
+  ymax`` (3D with the matching z columns); a row with empty box cells marks a negative image; an
+  optional label column (label, class, finding, category) and split column (split, subset).
+* ``details["format"] == "coco_json"``: COCO-style JSON (``images`` with ``file_name``,
+  ``annotations`` with ``bbox`` ``[x, y, w, h]`` and ``category_id``, ``categories``); several
+  files (``train.json``, ``instances_val.json``) keep their split; an image without annotations
+  is a negative.
+
+Boxes with no extent (width or height <= 0) are dropped and reported in ``skipped``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.datasets.layouts.common import (SPLIT_COLUMNS, FileMatcher, build_result, candidate_files,
+                                common_parent, group_for, group_source, held_out_splits,
+                                load_json, split_cell, split_of_name)
+from core.datasets.layouts.tables import read_table
+from core.datasets.layouts.types import Sample
+
+# (x0, y0, x1 or w, y1 or h), z columns (start, end or depth), whether the third is a size
+BOX_SETS = [(("x", "y", "w", "h"), ("z", "d"), True),
+            (("x", "y", "width", "height"), ("z", "depth"), True),
+            (("x0", "y0", "x1", "y1"), ("z0", "z1"), False),
+            (("x1", "y1", "x2", "y2"), ("z1", "z2"), False),
+            (("xmin", "ymin", "xmax", "ymax"), ("zmin", "zmax"), False)]
+LABEL_COLUMNS = ("label", "class", "finding", "category", "class_name", "label_name")
+
+
+def _corners(values: list[float], sized: bool) -> list[float]:
+    """[x0, y0, (z0,) x1, y1, (z1)] from starts + sizes or from corners."""
+    half = len(values) // 2
+    starts, ends = values[:half], values[half:]
+    if sized:
+        ends = [s + e for s, e in zip(starts, ends)]
+    return [round(v, 4) for v in starts + ends]
+
+
+def _reorder(xy: list[float], z: list[float]) -> list[float]:
+    """(x0, y0, x1, y1) + (z0, z1) -> (x0, y0, z0, x1, y1, z1)."""
+    return [xy[0], xy[1], z[0], xy[2], xy[3], z[1]]
+
+
+def _box_columns(columns: list[str]):
+    lower = {c.strip().lower(): c for c in columns}
+    for names, z_names, sized in BOX_SETS:
+        if all(n in lower for n in names):
+            three_d = all(n in lower for n in z_names)
+            return ([lower[n] for n in names], [lower[n] for n in z_names] if three_d else [],
+                    sized)
+    return None
+
+
+def _entry(per_image: dict, path: Path, split: str) -> dict:
+    entry = per_image.setdefault(path, {"boxes": [], "labels": [], "split": split})
+    if split and not entry["split"]:
+        entry["split"] = split
+    return entry
+
+
+def _csv_boxes(table: Path, matcher: FileMatcher, skipped: list[str]) -> dict | None:
+    try:
+        columns, rows = read_table(table)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    found = _box_columns(columns)
+    if found is None or not rows:
+        return None
+    box_cols, z_cols, sized = found
+    hits = {c: sum(matcher.find(r.get(c)) is not None for r in rows[:2000]) for c in columns}
+    image_col = max(columns, key=lambda c: hits[c])
+    if hits[image_col] < 0.8 * min(len(rows), 2000):
+        return None
+    lower = {c.strip().lower(): c for c in columns}
+    label_col = next((lower[c] for c in LABEL_COLUMNS if c in lower), None)
+    split_col = next((lower[c] for c in SPLIT_COLUMNS if c in lower), None)
+    file_split = split_of_name(table.name)
+    per_image: dict[Path, dict] = {}
+    unmatched = 0
+    for number, row in enumerate(rows, start=2):
+        path = matcher.find(row.get(image_col))
+        if path is None:
+            unmatched += 1
+            continue
+        split = (split_cell(row.get(split_col, "")) if split_col else "") or file_split
+        entry = _entry(per_image, path, split)
+        raw = [row.get(c, "") for c in box_cols] + [row.get(c, "") for c in z_cols]
+        if all(str(v or "").strip() == "" for v in raw):
+            continue  # a negative image
+        try:
+            values = [float(v) for v in raw]
+        except (TypeError, ValueError):
+            skipped.append(f"{table.name} line {number}: box {raw} is not numeric; row ignored")
+            continue
+        xy = _corners(values[:4], sized)
+        box = _reorder(xy, _corners(values[4:], sized)) if z_cols else xy
+        half = len(box) // 2
+        if any(box[i + half] <= box[i] for i in range(half)):
+            skipped.append(f"{table.name} line {number}: box {raw} has no extent; dropped")
+            continue
+        entry["boxes"].append(box)
+        entry["labels"].append(str(row.get(label_col) or "lesion").strip() if label_col
+                               else "lesion")
+    if unmatched:
+        skipped.append(f"{unmatched} rows of {table.name} name no existing image")
+    return {"images": per_image, "details": {"format": "csv", "table": str(table),
+                                             "image_column": image_col, "three_d": bool(z_cols),
+                                             "label_column": label_col,
+                                             "split_column": split_col}}
+
+
+def _is_coco(data) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("images"), list) and \
+        isinstance(data.get("annotations"), list) and \
+        any(isinstance(a, dict) and "bbox" in a for a in data["annotations"][:50])
+
+
+def _coco_boxes(files: list[tuple[Path, dict]], matcher: FileMatcher,
+                skipped: list[str]) -> dict:
+    per_image: dict[Path, dict] = {}
+    categories: dict = {}
+    for path, data in files:
+        split = split_of_name(path.name)
+        for cat in data.get("categories") or []:
+            if isinstance(cat, dict) and "id" in cat:
+                categories.setdefault(cat["id"], str(cat.get("name", cat["id"])))
+        by_id: dict = {}
+        for image in data["images"]:
+            if not isinstance(image, dict):
+                continue
+            found = matcher.find(image.get("file_name") or image.get("path"))
+            if found is None:
+                skipped.append(f"{path.name}: image {image.get('file_name')!r} not found; "
+                               "its boxes are ignored")
+                continue
+            by_id[image.get("id")] = _entry(per_image, found, split)
+        for ann in data["annotations"]:
+            entry = by_id.get(ann.get("image_id")) if isinstance(ann, dict) else None
+            if entry is None:
+                continue
+            bbox = ann.get("bbox") or []
+            try:
+                values = [float(v) for v in bbox]
+            except (TypeError, ValueError):
+                values = []
+            if len(values) not in (4, 6):
+                skipped.append(f"{path.name}: annotation {ann.get('id')} has bbox {bbox!r}, not "
+                               "[x, y, w, h]; dropped")
+                continue
+            box = _corners(values, True)  # [x, y, w, h] or [x, y, z, w, h, d]
+            half = len(box) // 2
+            if any(box[i + half] <= box[i] for i in range(half)):
+                skipped.append(f"{path.name}: annotation {ann.get('id')} bbox {bbox} has no "
+                               "extent; dropped")
+                continue
+            entry["boxes"].append(box)
+            entry["labels"].append(categories.get(ann.get("category_id"),
+                                                  str(ann.get("category_id", "lesion"))))
+    three_d = any(len(b) == 6 for e in per_image.values() for b in e["boxes"])
+    return {"images": per_image, "details": {
+        "format": "coco_json", "table": str(files[0][0]),
+        "annotation_files": [str(p) for p, _ in files], "image_column": "file_name",
+        "three_d": three_d, "categories": [categories[k] for k in sorted(categories, key=str)]}}
+
+
+def _result(root: Path, found: dict, images: list[Path], skipped: list[str]):
+    per_image = found["images"]
+    if not per_image:
+        return None
+    mapping = held_out_splits([e["split"] for e in per_image.values()])
+    samples, sources = [], []
+    base = common_parent(list(per_image), root)
+    for path, entry in sorted(per_image.items()):
+        group, source = group_for(path, base)
+        sources.append(source)
+        samples.append(Sample(str(path), "positive" if entry["boxes"] else "negative", group,
+                              mapping.get(entry["split"], entry["split"]),
+                              extra={"boxes": entry["boxes"], "labels": entry["labels"]}))
+    listed = set(per_image)
+    skipped.extend(f"{p}: not listed in {Path(found['details']['table']).name}" for p in images
+                   if p not in listed)
+    names = sorted({lbl for e in per_image.values() for lbl in e["labels"]})
+    details = found["details"]
+    return build_result(root, "box_table", "anomaly_detection", samples, len(images), details,
+                        names, skipped[:5000], group_source(sources), three_d=details["three_d"]
+                        or None)
+
+
+def scan_boxes(root: Path, images: list[Path], description: str = ""):
+    """ScanResult for a box CSV or COCO-style JSON (the first that matches), or None."""
+    if not images or not candidate_files(root, (".csv", ".json"), description):
+        return None
+    matcher = FileMatcher(images, root)
+    for table in candidate_files(root, (".csv",), description):
+        skipped: list[str] = []
+        found = _csv_boxes(table, matcher, skipped)
+        if found:
+            return _result(root, found, images, skipped)
+    coco = []
+    for path in candidate_files(root, (".json",), description):
+        data = load_json(path)
+        if _is_coco(data):
+            coco.append((path, data))
+    if coco:
+        skipped = []
+        return _result(root, _coco_boxes(coco, matcher, skipped), images, skipped)
+    return None

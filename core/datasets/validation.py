@@ -1,0 +1,486 @@
+"""Dataset validation at registration: is this folder fit to train and test a model on?
+
+Checks, each bounded so a 100,000-image folder validates in seconds and says how much it
+checked:
+
+* every listed file exists (all of them: a stat each);
+* images decode: a sample stratified by class (every class is decoded, the same share of each)
+  up to ``Limits.decode`` images, read in full; the headers of up to ``Limits.headers`` more;
+* segmentation masks hold only the declared values (0 = background, 1..N = the labels, N =
+  len(labels)), match their image's geometry (size; spacing within a relative tolerance), and
+  every declared label appears in some mask;
+* exact duplicates: files of the same size are hashed (up to ``Limits.hashed`` files); an image
+  repeated under two labels is an error, under two patients a warning (it would leak);
+* patients counted per class; a class with too few patients for a patient-grouped split is an
+  error (fewer than 2) or a warning (fewer than 5); the split the index would use is previewed.
+
+Reading uses the field's libraries (PIL, nibabel, SimpleITK, pydicom) directly and falls back to
+the templates' reader (``core.imaging.image_io``) for array elements, series manifests
+and anything else, so what validates is what training can read. Nothing is written.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from core.datasets.indexing import IndexBuildError, NO_LABEL, preview_split, sample_key, split_samples
+from core.datasets.layouts.types import Sample, ScanResult, image_suffix
+from core.imaging.image_io import read_image
+
+RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+NIFTI = (".nii", ".nii.gz")
+ITK = (".nrrd", ".nhdr", ".mha", ".mhd")
+DICOM = (".dcm", ".dicom", ".ima")
+PICKLES = (".pck", ".pkl", ".pickle")
+SPACING_REL_TOL = 1e-3
+MIN_PATIENTS_ERROR = 2     # a class needs one patient for training and one for testing
+MIN_PATIENTS_WARNING = 5   # fewer test patients than this give a meaningless test estimate
+MAX_HASH_BYTES = 50_000_000
+GEOMETRY_SKIP = "differs from image shape"  # how the scan notes a case it left out for this
+
+
+@dataclass(frozen=True)
+class Limits:
+    decode: int = 2000          # images (and their masks) decoded in full
+    headers: int = 20000        # further images whose header is read
+    hashed: int = 5000          # files hashed for duplicates (only files sharing a size)
+    seconds: float = 120.0      # decoding stops after this long (the report says so)
+
+
+@dataclass
+class Validation:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    checked: dict = field(default_factory=dict)
+    counts: dict = field(default_factory=dict)
+    split_preview: dict | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Geometry:
+    size: tuple[int, ...]               # spatial size, x first (columns, rows, slices)
+    spacing: tuple[float, ...] | None   # mm per spatial axis, when the format has it
+
+
+class _Unreadable(Exception):
+    """A file that cannot be read; the message says why."""
+
+
+# ----------------------------------------------------------------------------- reading
+
+def _ref_parts(ref: str) -> tuple[Path, str]:
+    """(file, element) of a reference: ``file.npz::key[3]`` -> (file.npz, "key[3]")."""
+    if "::" in ref:
+        file, element = ref.split("::", 1)
+        return Path(file), element
+    return Path(ref), ""
+
+
+def _read(ref: str, full: bool, allow_pickle: bool) -> tuple[_Geometry | None, np.ndarray | None]:
+    """Geometry (and with ``full`` the pixel array) of one image reference. Raises _Unreadable.
+    Returns (None, None) for a header-only read of a kind whose header is not cheap to read."""
+    path, element = _ref_parts(ref)
+    suffix = image_suffix(path.name)
+    try:
+        if element or suffix in (".npy", ".npz", ".pt", ".pth") + PICKLES or \
+                path.name.endswith(".series.json"):
+            if suffix in PICKLES and not allow_pickle:
+                return None, None  # refused by the pickle check, never unpickled here
+            if not full:
+                return None, None
+            return _via_template_reader(ref, allow_pickle)
+        if path.is_dir():
+            return _read_slices(path, full, allow_pickle)
+        if suffix in RASTER:
+            from PIL import Image
+            with Image.open(path) as img:
+                size = tuple(img.size)
+                array = None
+                if full:
+                    img.load()
+                    array = np.asarray(img)
+            return _Geometry(size, None), array
+        if suffix in NIFTI:
+            import nibabel
+            img = nibabel.load(str(path))
+            shape = tuple(int(s) for s in img.shape)
+            zooms = tuple(float(z) for z in img.header.get_zooms()[:min(3, len(shape))])
+            array = np.asanyarray(img.dataobj) if full else None
+            return _Geometry(shape[:3], zooms), array
+        if suffix in ITK:
+            import SimpleITK as sitk
+            if full:
+                image = sitk.ReadImage(str(path))
+                return (_Geometry(tuple(image.GetSize()), tuple(image.GetSpacing())),
+                        sitk.GetArrayViewFromImage(image))
+            reader = sitk.ImageFileReader()
+            reader.SetFileName(str(path))
+            reader.ReadImageInformation()
+            return _Geometry(tuple(reader.GetSize()), tuple(reader.GetSpacing())), None
+        if suffix in DICOM:
+            import pydicom
+            ds = pydicom.dcmread(str(path), stop_before_pixels=not full)
+            size = (int(ds.Columns), int(ds.Rows))
+            frames = int(getattr(ds, "NumberOfFrames", 1) or 1)
+            size = size + (frames,) if frames > 1 else size
+            spacing = getattr(ds, "PixelSpacing", None)
+            geometry = _Geometry(size, (float(spacing[1]), float(spacing[0])) if spacing else None)
+            return geometry, (ds.pixel_array if full else None)
+        if not full:
+            return None, None
+        return _via_template_reader(ref, allow_pickle)
+    except _Unreadable:
+        raise
+    except Exception as exc:  # any decoder error means the file is unusable
+        raise _Unreadable(f"{type(exc).__name__}: {str(exc)[:160]}") from exc
+
+
+def _read_slices(folder: Path, full: bool, allow_pickle: bool):
+    """A folder of 2D slices (one 3D image): the first slice's geometry, the slice count last."""
+    slices = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not slices:
+        raise _Unreadable("folder without slice files")
+    geometry, array = _read(str(slices[0]), full, allow_pickle)
+    if geometry is None:
+        return None, array
+    return _Geometry(geometry.size[:2] + (len(slices),), geometry.spacing), array
+
+
+def _via_template_reader(ref: str, allow_pickle: bool):
+    array, meta = read_image(ref, allow_pickle=allow_pickle)
+    spacing = tuple(float(s) for s in meta["spacing"]) if meta.get("spacing") else None
+    return _Geometry(tuple(int(s) for s in meta["spatial_shape"]), spacing), array
+
+
+def _refs(sample: Sample) -> list[str]:
+    """The references to read for a sample: its file, folder, or channel files; for a DICOM
+    series sharing its folder with others, the series' first file (not the folder's)."""
+    if sample.extra.get("series_files"):
+        return [str(sample.extra["series_files"][0])]
+    return [str(p) for p in sample.image] if isinstance(sample.image, list) else [str(sample.image)]
+
+
+def _exists(ref: str) -> bool:
+    return _ref_parts(ref)[0].exists()
+
+
+# ----------------------------------------------------------------------------- sampling
+
+def stratified_order(samples: list[Sample], limit: int) -> list[Sample]:
+    """Up to ``limit`` samples, the same number from every class where it has them (spread
+    evenly through each class's sorted list), interleaved class by class: deterministic."""
+    by_class: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_class[s.label].append(s)
+    classes = sorted(by_class, key=lambda c: (len(by_class[c]), c))
+    quota, left = {}, limit
+    for i, label in enumerate(classes):  # water-filling: small classes are decoded whole
+        quota[label] = min(len(by_class[label]), left // (len(classes) - i))
+        left -= quota[label]
+    picks = {}
+    for label in sorted(by_class):
+        members = sorted(by_class[label], key=sample_key)
+        n, q = len(members), quota[label]
+        picks[label] = [members[i * n // q] for i in range(q)] if q else []
+    out = []
+    for i in range(max((len(p) for p in picks.values()), default=0)):
+        out.extend(p[i] for _, p in sorted(picks.items()) if i < len(p))
+    return out
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _same_spacing(a: tuple[float, ...] | None, b: tuple[float, ...] | None) -> bool:
+    if a is None or b is None:
+        return True
+    return all(math.isclose(x, y, rel_tol=SPACING_REL_TOL, abs_tol=1e-6) for x, y in zip(a, b))
+
+
+def _geometry_error(image: _Geometry, mask: _Geometry) -> str | None:
+    n = len(mask.size)
+    if tuple(image.size[:n]) != tuple(mask.size) and tuple(image.size) != tuple(mask.size):
+        return f"size {list(mask.size)} but its image is {list(image.size)}"
+    if not _same_spacing(image.spacing, mask.spacing):
+        return (f"spacing {[round(s, 4) for s in mask.spacing]} mm but its image has "
+                f"{[round(s, 4) for s in image.spacing]} mm")
+    return None
+
+
+def _mask_values(array: np.ndarray) -> tuple[list[float], bool]:
+    """The distinct values of a mask, and whether all of them are whole numbers."""
+    values = np.unique(np.asarray(array))
+    whole = bool(np.all(np.mod(values, 1) == 0)) if values.dtype.kind == "f" else True
+    return [float(v) if values.dtype.kind == "f" else int(v) for v in values[:50]], whole
+
+
+class _Collector:
+    """Problems of one kind, counted, with the first few places they occur."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, list[str]] = defaultdict(list)
+
+    def add(self, kind: str, where: str) -> None:
+        self.items[kind].append(where)
+
+    def count(self, kind: str) -> int:
+        return len(self.items.get(kind, []))
+
+    def examples(self, kind: str, n: int = 3) -> str:
+        found = self.items.get(kind, [])
+        more = f" (and {len(found) - n} more)" if len(found) > n else ""
+        return "; ".join(found[:n]) + more
+
+
+def _structure(scan: ScanResult, samples: list[Sample], v: Validation) -> None:
+    """Classes, sample counts and patients per class; errors a split cannot get past."""
+    multi = any(s.labels is not None for s in samples)
+    images: Counter = Counter()
+    patients: dict[str, set[str]] = defaultdict(set)
+    for s in samples:
+        for label in (s.label_list() if multi else [s.label]) or [NO_LABEL]:
+            images[label] += 1
+            patients[label].add(s.group)
+    v.counts = {"samples": len(samples), "patients": len({s.group for s in samples}),
+                "grouping_key": scan.group_source,
+                "classes": {c: {"images": images[c], "patients": len(patients[c])}
+                            for c in sorted(images)}}
+    if scan.task == "diagnosis":
+        if len(scan.classes) < 2:
+            v.errors.append(f"only one class found ({', '.join(scan.classes) or 'none'}) in "
+                            f"{scan.root}; diagnosis needs at least two: add a folder (or "
+                            "label) for each class")
+        for label in scan.classes:
+            n_img, n_pat = images.get(label, 0), len(patients.get(label, ()))
+            if n_img < 2:
+                v.errors.append(f"class {label!r} has {n_img} image; each class needs at "
+                                "least 2 (one for training, one for testing)")
+            elif n_pat < MIN_PATIENTS_ERROR and not scan.existing_split:
+                example = next(iter(patients[label]))
+                v.errors.append(f"class {label!r}: all {n_img} images come from one patient "
+                                f"({example}); a patient-grouped split needs at least "
+                                f"{MIN_PATIENTS_ERROR} patients per class. Add patients of "
+                                "this class or leave the class out")
+            elif n_pat < MIN_PATIENTS_WARNING:
+                v.warnings.append(f"class {label!r} has only {n_pat} patients; its test "
+                                  "results will rest on one or two patients")
+        if scan.existing_split:
+            train_labels = {lbl for s in samples if s.split in ("train", "val")
+                            for lbl in ((s.label_list() if multi else [s.label]) or [NO_LABEL])}
+            missing = [c for c in scan.classes if c not in train_labels]
+            if missing:
+                v.errors.append(f"the dataset's own training folder has no image of "
+                                f"{', '.join(missing)}; every class must be in training")
+        counts = sorted(scan.class_counts.values())
+        if counts and counts[0] * 5 < counts[-1]:
+            v.warnings.append(f"classes are imbalanced ({dict(scan.class_counts)}); training "
+                              "weights classes to compensate")
+    else:
+        if len(samples) < 4:
+            v.errors.append(f"only {len(samples)} cases found in {scan.root}; at least 4 are "
+                            "needed to train and test")
+        elif v.counts["patients"] < MIN_PATIENTS_ERROR and not scan.existing_split:
+            v.errors.append(f"all {len(samples)} cases come from one patient "
+                            f"({samples[0].group}); a patient-grouped split needs at least 2")
+    if scan.group_source.startswith("none"):
+        v.warnings.append("no patient ID found (no patient column, no patient prefix in file "
+                          "names); the split treats every image as its own patient")
+    misfit = [entry for entry in scan.skipped if GEOMETRY_SKIP in entry]
+    if misfit:  # the scan left these cases out; registering would silently lose them
+        more = f" (and {len(misfit) - 3} more)" if len(misfit) > 3 else ""
+        v.errors.append(f"{len(misfit)} masks do not match their image's geometry: "
+                        f"{'; '.join(misfit[:3])}{more}. A mask must have its image's size "
+                        "and spacing")
+    others = [entry for entry in scan.skipped if GEOMETRY_SKIP not in entry]
+    if others:
+        v.warnings.append(f"{len(others)} entries ignored, e.g. {others[0]}")
+
+
+def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limits,
+           allow_pickle: bool) -> None:
+    """Existence of every file; decoding and headers (bounded); masks against their images."""
+    problems = _Collector()
+    missing = [r for s in samples for r in _refs(s) + ([str(s.extra["label_path"])]
+               if s.extra.get("label_path") else []) if not _exists(r)]
+    num_files = sum(len(_refs(s)) + bool(s.extra.get("label_path")) for s in samples)
+    if missing:
+        v.errors.append(f"{len(missing)} listed files do not exist, e.g. {missing[0]}. Check the "
+                        "folder is complete and readable")
+    missing_set = set(missing)
+    declared = len(scan.classes) if scan.task != "diagnosis" else 0
+    is_seg = any(s.extra.get("label_path") for s in samples)
+    seen_values: set[int] = set()
+    decoded = headers = masks = 0
+    stopped = False
+    started = time.monotonic()
+    order = stratified_order(samples, limits.decode)
+    chosen = {id(s) for s in order}
+    for sample in order:
+        if time.monotonic() - started > limits.seconds:
+            stopped = True
+            break
+        refs = [r for r in _refs(sample) if r not in missing_set]
+        geometries = []
+        for ref in refs:
+            try:
+                geometry, _ = _read(ref, True, allow_pickle)
+                geometries.append(geometry)
+            except _Unreadable as exc:
+                problems.add("decode", f"{ref} ({exc})")
+        decoded += 1
+        if len({g.size for g in geometries if g}) > 1:
+            problems.add("channels", f"{sample_key(sample)} "
+                                     f"{[list(g.size) for g in geometries if g]}")
+        label_path = str(sample.extra.get("label_path") or "")
+        if not label_path or label_path in missing_set:
+            continue
+        try:
+            mask_geometry, array = _read(label_path, True, allow_pickle)
+        except _Unreadable as exc:
+            problems.add("decode", f"{label_path} ({exc})")
+            continue
+        masks += 1
+        values, whole = _mask_values(array) if array is not None else ([], True)
+        bad = [x for x in values if not whole or x < 0 or x > declared]
+        if bad:
+            problems.add("values", f"{label_path} holds {bad[:5]}")
+        seen_values.update(int(x) for x in values if whole and 0 < x <= declared)
+        if geometries and geometries[0] and mask_geometry:
+            if (why := _geometry_error(geometries[0], mask_geometry)):
+                problems.add("geometry", f"{label_path}: {why} ({refs[0]})")
+    for sample in samples:  # headers of more images (and masks) than were decoded
+        if headers >= limits.headers:
+            break
+        if id(sample) in chosen:
+            continue
+        refs = [r for r in _refs(sample) if r not in missing_set]
+        label_path = str(sample.extra.get("label_path") or "")
+        geometry = None
+        for ref in refs + ([label_path] if label_path and label_path not in missing_set else []):
+            try:
+                found, _ = _read(ref, False, allow_pickle)
+            except _Unreadable as exc:
+                problems.add("decode", f"{ref} ({exc})")
+                continue
+            if ref == label_path and geometry and found:
+                if (why := _geometry_error(geometry, found)):
+                    problems.add("geometry", f"{label_path}: {why} ({refs[0]})")
+            elif geometry is None:
+                geometry = found
+        headers += 1
+    if problems.count("decode"):
+        v.errors.append(f"{problems.count('decode')} files cannot be read as images, e.g. "
+                        f"{problems.examples('decode')}. Remove or replace them")
+    if problems.count("channels"):
+        v.errors.append(f"{problems.count('channels')} cases have channel files of different "
+                        f"sizes: {problems.examples('channels')}")
+    if problems.count("values"):
+        names = ", ".join(f"{i + 1} = {n}" for i, n in enumerate(scan.classes[:10]))
+        v.errors.append(f"{problems.count('values')} masks hold values not declared by the "
+                        f"dataset's labels (allowed: 0 = background, {names}): "
+                        f"{problems.examples('values')}. Save masks with one whole number per "
+                        "label, or declare every label in labels.json")
+    if problems.count("geometry"):
+        v.errors.append(f"{problems.count('geometry')} masks do not match their image's "
+                        f"geometry: {problems.examples('geometry')}. A mask must have its "
+                        "image's size and spacing")
+    if is_seg and masks and declared:
+        absent = [f"{i} ({name})" for i, name in enumerate(scan.classes, start=1)
+                  if i not in seen_values]
+        all_masks = masks >= sum(bool(s.extra.get("label_path")) for s in samples)
+        if absent and all_masks:
+            v.errors.append(f"declared labels never appear in any mask: {', '.join(absent)}; "
+                            "fix labels.json or the masks")
+        elif absent:
+            v.warnings.append(f"declared labels not seen in the {masks} masks checked: "
+                              f"{', '.join(absent)}")
+    total = len(samples)
+    v.checked.update({
+        "samples": total, "files": num_files, "files_missing": len(missing),
+        "decoded": decoded, "masks_decoded": masks, "headers_read": headers,
+        "only_existence_checked": max(0, total - decoded - headers),
+        "decode_limit": limits.decode, "header_limit": limits.headers,
+        "stopped_after_seconds": limits.seconds if stopped else None,
+        "how": f"{decoded} of {total} images decoded in full (a sample stratified by class)"
+               + (f", headers of {headers} more read" if headers else "")
+               + (f", {total - decoded - headers} only checked to exist"
+                  if total - decoded - headers > 0 else "")})
+    if stopped:
+        v.warnings.append(f"decoding stopped after {limits.seconds:.0f} s: {decoded} of "
+                          f"{total} images decoded")
+
+
+def _duplicates(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limits) -> None:
+    """Exact duplicates among image files: same size first (a stat each), then a hash."""
+    by_size: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        ref = _refs(s)[0]
+        path, element = _ref_parts(ref)
+        if element:
+            continue  # elements of one array file: not comparable by file hash
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if not path.is_dir() and st.st_size < MAX_HASH_BYTES:
+            by_size[st.st_size].append(s)
+    candidates = [group for group in by_size.values() if len(group) > 1]
+    n_candidates = sum(len(g) for g in candidates)
+    hashes: dict[str, list[Sample]] = defaultdict(list)
+    hashed = 0
+    for group in sorted(candidates, key=len):
+        if hashed + len(group) > limits.hashed:
+            break
+        for s in group:
+            hashes[hashlib.sha1(Path(_refs(s)[0]).read_bytes()).hexdigest()].append(s)
+        hashed += len(group)
+    dups = [g for g in hashes.values() if len(g) > 1]
+    cross_label = [g for g in dups if scan.task == "diagnosis" and
+                   len({tuple(sorted(s.label_list())) for s in g}) > 1]
+    cross_patient = [g for g in dups if len({s.group for s in g}) > 1]
+    if cross_label:
+        g = cross_label[0]
+        v.errors.append(f"{len(cross_label)} identical images carry different labels, e.g. "
+                        f"{g[0].image} ({', '.join(g[0].label_list()) or NO_LABEL}) and "
+                        f"{g[1].image} ({', '.join(g[1].label_list()) or NO_LABEL}). Remove "
+                        "the wrong copy")
+    elif cross_patient:
+        g = cross_patient[0]
+        v.warnings.append(f"{len(cross_patient)} identical images belong to different "
+                          f"patients, e.g. {g[0].image} ({g[0].group}) and {g[1].image} "
+                          f"({g[1].group}); a copy could end up on both sides of the split")
+    elif dups:
+        v.warnings.append(f"{len(dups)} images have exact duplicates, e.g. {dups[0][0].image}")
+    v.checked.update({"duplicate_candidates": n_candidates, "hashed": hashed,
+                      "duplicate_sets": len(dups)})
+
+
+def validate(scan: ScanResult, description: str = "", limits: Limits = Limits(),
+             allow_pickle: bool = False) -> Validation:
+    """Validate a scanned dataset (see the module docstring). Read-only."""
+    v = Validation()
+    samples = split_samples(scan)
+    _structure(scan, samples, v)
+    _files(scan, samples, v, limits, allow_pickle)
+    _duplicates(scan, samples, v, limits)
+    if not v.errors:
+        try:
+            v.split_preview = preview_split(scan, description)
+        except IndexBuildError as exc:
+            v.errors.append(f"the split cannot be made: {exc}")
+        else:
+            sides = v.split_preview["num_images"]
+            if not sides["train"] or not sides["test"]:
+                v.errors.append(f"the split would leave {sides['train']} training and "
+                                f"{sides['test']} test images; relax the caps in the "
+                                "description or add patients")
+    return v

@@ -1,0 +1,224 @@
+"""Job lifecycle in the store: create, approve / cancel the plan, request a stop, wait, resume
+training; and the views the Training page draws from a job (role timeline, logs).
+
+A job row is the only truth about a job: the page that started it may be gone; the worker
+process (``python -m crew.worker``) reads and writes the same row.
+
+Statuses: queued -> running -> [awaiting_approval -> running] -> succeeded | failed |
+no_dataset | cancelled | stopped; stopped | failed -> queued -> running (resume: only the Model
+Trainer's training, from the newest checkpoint, and its evaluation run again).
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+from core.config.settings import Settings
+from core.store.db import TERMINAL_STATUSES, Store
+from core.jobs.workspace import JobWorkspace
+from core.datasets.datacards import write_json_atomic
+
+
+class JobError(RuntimeError):
+    pass
+
+
+def new_job_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def create_job(settings: Settings, store: Store, request: str, llm: str,
+               auto_approve: bool = False) -> str:
+    request = (request or "").strip()
+    if not request:
+        raise JobError("the request is empty: say what model to build, e.g. 'classify "
+                       "pneumonia versus normal chest X-rays'")
+    if len(request) > 4000:
+        raise JobError("the request is longer than 4000 characters; shorten it")
+    job_id = new_job_id()
+    ws = JobWorkspace(settings.jobs_dir / job_id).ensure()
+    store.insert_job({"id": job_id, "request": request, "llm": llm, "status": "queued",
+                      "stage": "", "workspace": str(ws.root), "created_at": time.time(),
+                      "auto_approve": int(auto_approve), "approval": "pending",
+                      "stop_requested": 0, "error": "", "result": ""})
+    store.audit("user", "create_job", job_id, f"llm={llm}")
+    return job_id
+
+
+def set_approval(store: Store, job_id: str, decision: str, actor: str = "user") -> None:
+    if decision not in ("approved", "cancelled"):
+        raise JobError(f"decision must be 'approved' or 'cancelled', got {decision!r}")
+    job = store.job(job_id)
+    if job is None:
+        raise JobError(f"no job {job_id}")
+    store.update_job(job_id, approval=decision)
+    store.audit(actor, f"plan_{decision}", job_id)
+
+
+def request_stop(store: Store, job_id: str, actor: str = "user") -> None:
+    store.update_job(job_id, stop_requested=1)
+    store.audit(actor, "stop_job", job_id)
+
+
+def wait_for_approval(store: Store, job_id: str, poll_s: float = 0.5,
+                      timeout_s: float = 7 * 24 * 3600) -> str:
+    """Block until the plan is approved or cancelled (or the job is asked to stop)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        job = store.job(job_id) or {}
+        if job.get("approval") in ("approved", "cancelled"):
+            return job["approval"]
+        if job.get("stop_requested"):
+            return "cancelled"
+        time.sleep(poll_s)
+    return "cancelled"
+
+
+def reap_orphans(store: Store) -> list[str]:
+    """Mark jobs whose worker process is gone (killed, machine restarted) as failed, so no job
+    shows 'running' forever. Returns the ids it marked."""
+    import psutil
+
+    marked = []
+    for job in store.jobs(limit=200):
+        if job["status"] in TERMINAL_STATUSES or job["status"] == "queued" or not job.get("pid"):
+            continue
+        try:
+            alive = psutil.Process(int(job["pid"])).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            alive = False
+        if not alive:
+            store.update_job(job["id"], status="failed", finished_at=time.time(),
+                             error="the job's worker process ended unexpectedly; start the "
+                                   "request again")
+            marked.append(job["id"])
+    return marked
+
+
+def is_finished(job: dict | None) -> bool:
+    return bool(job) and job.get("status") in TERMINAL_STATUSES
+
+
+# ------------------------------------------------------------------------------ dashboard views
+RESUMABLE_STATUSES = {"stopped", "failed"}
+
+
+def role_timeline(events: list[dict], roles: list[str], job: dict | None = None,
+                  now: float | None = None) -> list[dict]:
+    """One row per role from the job's events: when its stage first started and last ended, how
+    many seconds it has run in all (a resumed stage runs more than once), its tool calls, LLM
+    tokens, and its status (``waiting``, ``running``, ``succeeded``, ``failed``, or
+    ``interrupted`` when the job ended while the stage was running)."""
+    now = time.time() if now is None else now
+    finished = is_finished(job)
+    rows = []
+    for role in roles:
+        mine = [e for e in events if e.get("role") == role]
+        stage = [e for e in mine if e.get("kind") == "stage"]
+        starts = [e for e in stage if e.get("tool") == "start"]
+        ends = [e for e in stage if e.get("tool") == "end"]
+        row = {"role": role, "status": "waiting", "started": None, "ended": None,
+               "seconds": 0.0, "runs": len(starts),
+               "actions": sum(1 for e in mine if e.get("kind") == "tool"),
+               "tokens": sum(int(e.get("tokens") or 0) for e in mine if e.get("kind") == "llm"),
+               "fallback": any(e.get("kind") == "fallback" for e in mine)}
+        if starts:
+            row["started"] = starts[0]["ts"]
+            row["seconds"] = float(sum(float(e.get("seconds") or 0.0) for e in ends))
+            last_start = starts[-1]
+            closed = [e for e in ends if e["id"] > last_start["id"]]
+            if closed:
+                row["ended"] = closed[-1]["ts"]
+                row["status"] = "succeeded" if closed[-1].get("ok") else "failed"
+            elif finished:
+                row["status"] = "interrupted"
+                if job.get("finished_at"):
+                    row["ended"] = job["finished_at"]
+                    row["seconds"] += max(0.0, job["finished_at"] - last_start["ts"])
+            else:
+                row["status"] = "running"
+                row["seconds"] += max(0.0, now - last_start["ts"])
+        rows.append(row)
+    return rows
+
+
+def checkpoint_problem(workspace: str | Path) -> str:
+    """Why a job's training cannot resume from its workspace ('' when it can)."""
+    ws = JobWorkspace(Path(workspace))
+    if not ws.train_config.is_file():
+        return "training never started (there is no train_config.json)"
+    try:
+        config = json.loads(ws.train_config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"train_config.json cannot be read ({exc})"
+    if config.get("engine") == "nnunet" or config.get("template") == "mvfa":
+        engine = "nnU-Net" if config.get("engine") == "nnunet" else "MVFA"
+        return f"the {engine} engine cannot resume; start the request again"
+    folder = ws.checkpoints
+    found = sorted((p for p in folder.glob("checkpoint-*") if p.is_dir()
+                    and p.name.removeprefix("checkpoint-").isdigit()),
+                   key=lambda p: int(p.name.removeprefix("checkpoint-")))
+    if not found:
+        return "no checkpoint was saved (training stopped before its first epoch ended)"
+    if not (found[-1] / "trainer_state.json").is_file():
+        return (f"the newest checkpoint {found[-1].name} is incomplete (no trainer_state.json); "
+                "delete that folder to resume from the one before it")
+    return ""
+
+
+def resume_problem(job: dict | None) -> str:
+    """Why a job cannot be resumed ('' when it can): it must have stopped or failed, and its
+    workspace must hold a complete checkpoint of a template that resumes."""
+    if not job:
+        return "there is no such job"
+    if job.get("status") not in RESUMABLE_STATUSES:
+        return (f"only a stopped or failed job can be resumed; this one is "
+                f"{job.get('status') or 'unknown'}")
+    return checkpoint_problem(job.get("workspace") or "")
+
+
+def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
+    """Make a stopped or failed job ready to train again from its newest checkpoint: set
+    ``"resume": true`` in its train_config.json, clear the stop flag and the error, and queue
+    it. The caller then starts the worker with ``core.jobs.launcher.launch_worker(..., resume=True)``, which
+    runs only the Model Trainer's training and evaluation. Raises JobError, changing nothing,
+    when the job cannot resume."""
+
+    job = store.job(job_id)
+    problem = resume_problem(job)
+    if problem:
+        raise JobError(f"job {job_id} cannot resume: {problem}")
+    ws = JobWorkspace(Path(job["workspace"]))
+    config = json.loads(ws.train_config.read_text(encoding="utf-8"))
+    write_json_atomic(ws.train_config, {**config, "resume": True})
+    store.update_job(job_id, status="queued", stage="Model Trainer", stop_requested=0, error="",
+                     finished_at=None)
+    store.audit(actor, "resume_job", job_id, f"from {job['status']}")
+    return store.job(job_id)
+
+
+def tail_file(path: str | Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
+    """The last ``lines`` lines of a text file, reading at most its last ``max_bytes`` bytes
+    (a training log can grow to gigabytes); '' when the file does not exist."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read(max_bytes)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes and text:
+        text = text[1:]  # the first line was cut by the byte limit
+    return "\n".join(text[-lines:]) if lines > 0 else ""
+
+
+def job_logs(job: dict) -> dict[str, Path]:
+    """The logs a job writes, by what they hold."""
+    ws = JobWorkspace(Path(job["workspace"]))
+    return {"Training log": ws.train_log, "Worker log": ws.worker_log}

@@ -1,0 +1,66 @@
+"""The Task Manager's plan: the dataset chosen for a request (or none), its task, template,
+engine and network for this device, the metric, the split and the time budget, with the reasons.
+Written to ``plan.json``; the user approves or edits it (plan_edits) before any training."""
+from __future__ import annotations
+
+from core.config.settings import Settings
+from core.config.training_defaults import DEFAULT_SEED, DEFAULT_TIME_BUDGET_S
+from core.datasets.catalog import find_entry, load_catalog
+from core.datasets.datacards import write_json_atomic
+from core.jobs.workspace import JobWorkspace
+from core.planning.tasks import PRIMARY_METRIC, choose_engine, default_network, template_for
+
+NO_DATASET = ("", "none", "no_dataset", "null")
+TEST_FRACTION = 0.2
+
+
+class PlanError(ValueError):
+    """The plan asked for cannot be made; the message says why and what is available."""
+
+
+def device_name() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def write_plan(settings: Settings, ws: JobWorkspace, request: str, dataset: str, reasons: str,
+               task: str = "", model: str = "",
+               time_budget_s: int = DEFAULT_TIME_BUDGET_S) -> dict:
+    """Write plan.json and return it. ``dataset`` 'none' writes a no-dataset plan."""
+    ws = ws.ensure()
+    if dataset.strip().lower() in NO_DATASET:
+        plan = {"status": "no_dataset", "request": request, "dataset": None,
+                "reasons": reasons}
+        write_json_atomic(ws.plan, plan)
+        return plan
+    entry = find_entry(settings, dataset)
+    if entry is None:
+        names = [e.card.name for e in load_catalog(settings) if e.available]
+        raise PlanError(f"no datacard named {dataset!r}; available: {names}")
+    if not entry.available:
+        raise PlanError(f"dataset {dataset!r} is not available: its folder "
+                        f"{entry.dataset_path} does not exist")
+    task = task or (entry.card.tasks[0] if entry.card.tasks else "")
+    if task not in entry.card.tasks:
+        raise PlanError(f"dataset {entry.card.name!r} offers {entry.card.tasks}, not {task!r}")
+    template = template_for(task, entry.card.label_source)
+    if template not in PRIMARY_METRIC:
+        raise PlanError(f"task {task!r} has no training template")
+    device = device_name()
+    engine, engine_reason = choose_engine(template, request, entry.card.engine,
+                                          device, int(time_budget_s))
+    if model.startswith("nnunet"):
+        engine, engine_reason = "nnunet", "the model asked for is nnU-Net"
+    model = model or default_network(template, engine, device, entry.card.dimension)
+    plan = {"status": "ready", "request": request, "dataset": entry.card.name,
+            "dataset_path": str(entry.dataset_path), "task": task, "template": template,
+            "modality": entry.card.modality, "anatomy": entry.card.anatomy,
+            "dimension": entry.card.dimension, "file_format": entry.card.file_format,
+            "classes": entry.card.classes, "model": model,
+            "metric": PRIMARY_METRIC[template], "device": device,
+            **({"engine": engine, "engine_reason": engine_reason} if engine else {}),
+            "split": {"method": "grouped by patient, stratified by class",
+                      "test_fraction": TEST_FRACTION, "seed": DEFAULT_SEED},
+            "time_budget_s": int(time_budget_s), "reasons": reasons}
+    write_json_atomic(ws.plan, plan)
+    return plan

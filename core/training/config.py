@@ -1,0 +1,98 @@
+"""The Model Trainer's configuration: plan + the user's binding edits + template defaults ->
+``train_config.json``. The child reads only this file; it names the run channel's files
+(metrics_path, stop_path), never the store."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.config.training_defaults import (DDP_TEMPLATES, DEFAULT_SEED, DEFAULT_TIME_BUDGET_S,
+                                           DEFAULT_TRAINING, NNUNET_CPU_WORKERS, NNUNET_EPOCHS,
+                                           VAL_FRACTION)
+from core.datasets.datacards import write_json_atomic
+from core.jobs.workspace import JobWorkspace
+from core.planning.plan_edits import user_edits
+from core.planning.tasks import NNUNET_NETWORKS, template_networks
+
+
+class TrainConfigError(ValueError):
+    """The configuration asked for cannot train; the message says why and what to choose."""
+
+
+def choose_engine_for_network(plan: dict, network: str) -> str:
+    engine = plan.get("engine", "")
+    if network in NNUNET_NETWORKS:
+        return "nnunet"
+    if engine == "nnunet" and network in template_networks(plan["template"]):
+        return "monai"  # a MONAI network asked for by name overrides the plan's engine
+    return engine
+
+
+def gpu_count() -> int:
+    import torch
+    return torch.cuda.device_count()
+
+
+def build_train_config(ws: JobWorkspace, job_id: str, network: str | None = None,
+                       epochs: int | None = None, batch_size: int | None = None,
+                       learning_rate: float | None = None,
+                       early_stopping_patience: int | None = None,
+                       pretrained_path: str | None = None, seed: int = DEFAULT_SEED,
+                       num_processes: int | None = None,
+                       iterations_per_epoch: int | None = None) -> dict:
+    """Write and return train_config.json. What the user set when approving the plan wins over
+    the arguments; the arguments win over the template's defaults. Raises TrainConfigError."""
+    plan = ws.read_plan()
+    fixed = user_edits(plan)
+    network = fixed.get("model") or network or plan["model"]
+    epochs = fixed.get("epochs") or epochs
+    seed = fixed.get("seed", seed)
+    engine = choose_engine_for_network(plan, network)
+    defaults = DEFAULT_TRAINING[plan["template"]]
+    if engine == "nnunet":
+        defaults = {**defaults, "epochs": NNUNET_EPOCHS["cuda" if plan.get("device") == "cuda"
+                                                         else "cpu"]}
+    epochs = epochs or defaults["epochs"]
+    batch_size = batch_size or defaults["batch_size"]
+    learning_rate = learning_rate or defaults["learning_rate"]
+    if early_stopping_patience is None:
+        early_stopping_patience = defaults["early_stopping_patience"]
+    gpus = gpu_count()
+    ddp_ok = plan["template"] in DDP_TEMPLATES and engine != "nnunet"
+    num_processes = num_processes or (gpus if gpus > 1 and ddp_ok else 1)
+    if num_processes > 1 and not ddp_ok:
+        raise TrainConfigError(f"multi-process training is verified for {sorted(DDP_TEMPLATES)} "
+                               f"(MONAI engine) only; use num_processes=1 for "
+                               f"{engine or plan['template']}")
+    if not ws.dataloader.exists():
+        raise TrainConfigError("Datapath/dataloader.py is missing: the Module Architect writes "
+                               "it first")
+    if network not in template_networks(plan["template"], engine):
+        choices = template_networks(plan["template"]) + (
+            sorted(NNUNET_NETWORKS) if plan["template"] == "segmentation" else [])
+        raise TrainConfigError(f"unknown network {network!r}; choose one of {choices}")
+    if pretrained_path and not Path(pretrained_path).is_file():
+        raise TrainConfigError(f"pretrained weights {pretrained_path} do not exist")
+    if not ws.dataloader_check.exists():
+        raise TrainConfigError("the dataloader has not been validated: the Module Architect "
+                               "runs validate_dataloader first")
+    loader = json.loads(ws.dataloader_config.read_text())
+    shapes = json.loads(ws.dataloader_check.read_text()).get("shapes") or [[1]]
+    config = {
+        "job_id": job_id, "datapath": str(ws.datapath), "dataloader": str(ws.dataloader),
+        "output_dir": str(ws.logout), "metrics_path": str(ws.metrics_channel),
+        "stop_path": str(ws.stop_request), "task": plan["task"], "template": plan["template"],
+        "network": network, "image_size": loader.get("IMAGE_SIZE", shapes[0][1:]),
+        "roi_size": loader.get("ROI_SIZE"), "in_channels": loader.get("IN_CHANNELS", 1),
+        "epochs": epochs, "batch_size": batch_size, "learning_rate": learning_rate,
+        "early_stopping_patience": early_stopping_patience, "seed": seed,
+        "time_budget_s": plan.get("time_budget_s", DEFAULT_TIME_BUDGET_S),
+        "device": plan.get("device", "auto"), "pretrained_path": pretrained_path,
+        "val_fraction": VAL_FRACTION, "num_processes": num_processes}
+    if engine:
+        config["engine"] = engine
+    if engine == "nnunet":  # nnU-Net plans patch, batch, lr and spacing itself
+        config.update(configuration=NNUNET_NETWORKS[network],
+                      iterations_per_epoch=iterations_per_epoch, workers=NNUNET_CPU_WORKERS)
+    write_json_atomic(ws.train_config, config)
+    return config

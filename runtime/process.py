@@ -1,0 +1,87 @@
+"""Run a template module as a child process: bounded in time, output kept in a log, no secrets
+inherited, stopped through its stop file (core.training.run) and killed with its process group
+when it does not end."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from core.config.secrets import child_env
+from core.config.settings import REPO_ROOT
+from runtime import landlock
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux ask for SIGTERM when the parent (the job) dies, so a
+    killed job never leaves an orphaned training process behind."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    keep = [ln for ln in text if "nvImageCodec" not in ln and "warnings.warn" not in ln]
+    return "\n".join(keep[-lines:])
+
+
+def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
+               should_stop: Callable[[], bool] | None = None, poll_s: float = 1.0,
+               confine: dict | None = None, scratch: Path | None = None,
+               on_tick: Callable[[], object] | None = None, grace_s: float = 60.0) -> dict:
+    """Run ``python -m core.config.launch module args`` (the process set-up, then the module);
+    returns rc, seconds, how it ended, and the log's tail. ``on_tick`` runs every ``poll_s``
+    while the child runs (the parent tails the run channel there); once ``should_stop`` says so
+    the child has ``grace_s`` to end on its own before it is killed.
+    ``confine`` (tools.scripts.confinement_for) runs it under that Landlock policy, with HOME
+    and TMPDIR in ``scratch`` (a folder it may write)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    extra: dict = {}
+    preexec = _die_with_parent if sys.platform == "linux" else None
+    if confine is not None:
+        landlock.prepare()  # libc loaded before the fork
+        preexec = landlock.preexec(confine, landlock.abi_version())
+        if scratch is not None:
+            scratch.mkdir(parents=True, exist_ok=True)
+            extra = {"HOME": str(scratch), "TMPDIR": str(scratch),
+                     "MPLCONFIGDIR": str(scratch)}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "core.config.launch", module, *args],
+                                cwd=str(REPO_ROOT), stdout=log, stderr=subprocess.STDOUT, env=child_env(extra),
+                                start_new_session=True, preexec_fn=preexec)
+        ended = "exited"
+        while proc.poll() is None:
+            if on_tick is not None:
+                on_tick()
+            if time.time() - started > timeout_s:
+                ended = f"killed after the {timeout_s:.0f} s limit"
+                break
+            if should_stop and should_stop():
+                ended = "stopped by the user"
+                # the template sees its stop file and stops cleanly; give it time
+                try:
+                    proc.wait(timeout=grace_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    break
+            time.sleep(poll_s)
+        if proc.poll() is None:  # the whole process group (torchrun's workers too)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            proc.wait()
+    return {"returncode": proc.returncode, "seconds": round(time.time() - started, 2),
+            "ended": ended, "log": str(log_path), "log_tail": tail(log_path)}
