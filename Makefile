@@ -17,8 +17,10 @@ $(VENV)/.installed: requirements.txt constraints.txt
 demo: setup
 	$(PY) -m crew demo
 
+# DEV=1: reload the app when a source file changes (the watcher costs CPU while idle)
 run: demo
-	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
+	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT) \
+		$(if $(DEV),--server.fileWatcherType auto --server.runOnSave true)
 
 test: setup
 	$(PY) -m pytest -q --durations=25

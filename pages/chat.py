@@ -8,6 +8,7 @@ import streamlit as st
 from core.jobs import launcher
 from core import RESEARCH_ONLY
 from core.datasets.catalog import find_entry, load_catalog
+from core.jobs.workspace import JobWorkspace
 from core.jobs.lifecycle import JobError, create_job, is_finished, set_approval
 from core.planning.plan_edits import (LIMITS, PlanEditError, current_values, dataset_choices,
                              edit_plan, engine_choices, network_choices, planned_epochs,
@@ -107,11 +108,11 @@ def render_steps(job: dict) -> None:
         st.caption("Next: " + " → ".join(pending))
 
 
-def split_text(plan: dict, ws: Path) -> str:
+def split_text(plan: dict, ws: JobWorkspace) -> str:
     """How the test set is held out: fraction, seed and the key that groups images by patient
     (split.json's once the Data Engineer has split, else the datacard's)."""
     split = plan.get("split") or {}
-    done = read_json(ws / "Datapath" / "split.json")
+    done = read_json(ws.split)
     if done.get("method") == "kept_from_dataset":
         parts = ["the dataset's own train/test split"]
     else:
@@ -219,7 +220,7 @@ def edit_form(job_id: str, plan: dict) -> None:
 
 def render_outcome(job: dict) -> None:
     status, job_id = job["status"], job["id"]
-    ws = Path(job["workspace"])
+    ws = JobWorkspace(Path(job["workspace"]))
     if status == "queued":
         st.info("Queued — the agents are starting.", icon=":material/schedule:")
     elif status == "running":
@@ -228,7 +229,7 @@ def render_outcome(job: dict) -> None:
             st.page_link("pages/training.py", label="Watch training curves",
                          icon=":material/monitoring:")
     elif status == "awaiting_approval":
-        plan = read_json(ws / "plan.json")
+        plan = read_json(ws.plan)
         with st.container(border=True):
             st.markdown("**The Task Manager proposes this plan.** Nothing is trained until you "
                         "approve it. You can approve it, change it, or cancel.")
@@ -252,7 +253,7 @@ def render_outcome(job: dict) -> None:
                                          f"plan-error-{job_id}"))):
                         edit_form(job_id, plan)
     elif status == "succeeded":
-        result, report = job_result(job), read_json(ws / "report.json")
+        result, report = job_result(job), read_json(ws.report)
         st.success(f"Model ready — trained on **{md_escape(job['dataset'])}** and tested on "
                    f"{report.get('num_test', 'the')} held-out images.",
                    icon=":material/check_circle:")
@@ -260,10 +261,10 @@ def render_outcome(job: dict) -> None:
                     result.get("ci95") or report.get("ci95", {}))
         st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
         st.markdown("**Saved model**")
-        st.code(result.get("model_dir") or str(ws / "Logout" / "model"), language=None)
+        st.code(result.get("model_dir") or str(ws.model_dir), language=None)
         result_links()
     elif status == "no_dataset":
-        reasons = read_json(ws / "plan.json").get("reasons") or job_result(job).get("reasons")
+        reasons = read_json(ws.plan).get("reasons") or job_result(job).get("reasons")
         st.warning("No registered dataset fits this request, so nothing was trained.",
                    icon=":material/search_off:")
         if reasons:
@@ -302,7 +303,7 @@ def render_assistant(job: dict) -> None:
     render_outcome(job)
     if job["status"] in ("queued", "awaiting_approval"):
         return  # no plan yet, or the plan card above shows it
-    plan = read_json(Path(job["workspace"]) / "plan.json")
+    plan = read_json(JobWorkspace(Path(job["workspace"])).plan)
     if plan.get("status") == "ready":  # the plan the agents follow (or followed)
         plan_edits_made(job["id"])
         approved = job["approval"] == "approved"

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core import RESEARCH_ONLY
+from core.jobs.workspace import JobWorkspace
 from core.viewing.inference import (ACCEPTED_TEXT, MAX_UPLOAD_MB, TEMPLATES, InferenceError,
                                   load_model, model_files_missing, model_template,
                                   predict_upload, preprocessing_config, training_images)
@@ -67,7 +68,7 @@ def ci_text(ci) -> str:
 def overview_row(model: dict) -> dict:
     ws = workspace_of(model)
     kind = template_of(model, ws)
-    result = read_json(ws / "report.json")
+    result = read_json(JobWorkspace(ws).report)
     if not result.get("metrics"):  # no report.json left: the metrics stored with the model
         try:
             result = {"metrics": json.loads(model["metrics"] or "{}")}
@@ -327,7 +328,7 @@ def cached_model(path: str, stamp: float):
 
 
 def weights_stamp(ws: Path) -> float:
-    files = [p for p in (ws / "Logout" / "model").glob("*") if p.is_file()]
+    files = [p for p in JobWorkspace(ws).model_dir.glob("*") if p.is_file()]
     return max((p.stat().st_mtime for p in files), default=0.0)
 
 

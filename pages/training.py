@@ -164,8 +164,7 @@ def progress(job: dict, curves: JobCurves) -> None:
 
 
 def timeline(job: dict) -> None:
-    events = store.rows("select id, ts, role, kind, tool, seconds, tokens, ok from job_events "
-                        "where job_id = ? order by id", [job["id"]])
+    events = store.events(job["id"])
     rows = role_timeline(events, [s.role for s in STAGES], job)
     table = pd.DataFrame([{
         "Role": r["role"], "Status": ROLE_STATUS.get(r["status"], r["status"]),

@@ -6,7 +6,6 @@ import sys
 import threading
 
 from core.config.settings import get_settings
-from core.store.db import open_store
 from tests.conftest import ROOT
 
 

@@ -19,7 +19,7 @@ from core.evaluation import EvaluationError
 from core.evaluation.report_generation import evaluate_report_generation
 from conftest import channel_metrics, channel_paths
 from ml_templates.common.instantiate import instantiate
-from ml_templates.diagnosis.train import load_dataloader
+from ml_templates.common.entry import load_dataloader
 from ml_templates.report_generation.model import ReportGenerator, load_trained
 from ml_templates.report_generation.tokenizer import (decode_report, encode_report,
                                                       get_tokenizer, load_tokenizer, report_text)

@@ -22,7 +22,7 @@ from core.demo.segmentation import (make_ct_organ_demo_3d, make_mri_multichannel
 from core.evaluation.common import EvaluationError
 from core.evaluation.segmentation import evaluate_segmentation
 from ml_templates.common.instantiate import instantiate
-from ml_templates.segmentation import load_dataloader
+from ml_templates.common.entry import load_dataloader
 
 pytestmark = pytest.mark.filterwarnings("ignore:NvImgCodecPydicomReader")
 ROOT = Path(__file__).resolve().parent.parent

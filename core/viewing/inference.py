@@ -148,7 +148,7 @@ def model_files_missing(workspace: str | Path) -> str:
 
 
 def _load_dataloader(ws: JobWorkspace):
-    from ml_templates.segmentation import load_dataloader
+    from ml_templates.common.entry import load_dataloader
     return load_dataloader(ws.dataloader)
 
 

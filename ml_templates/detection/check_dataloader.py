@@ -10,23 +10,17 @@ or boxes lost to the transforms, counts as a failure: the gate then stops the jo
 """
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import sys
-import traceback
 from pathlib import Path
 
 import numpy as np
 
+from ml_templates.common.entry import check_main, load_dataloader
+
 TOLERANCE = 0.5  # pixels a box may overhang the image border (rounding in annotation tools)
 
 
-def load_dataloader(path: Path):
-    spec = importlib.util.spec_from_file_location("job_dataloader", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _inside(boxes: np.ndarray, size, tolerance: float = TOLERANCE) -> bool:
@@ -101,19 +95,7 @@ def check(datapath: Path, max_failures: int = 20) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--datapath", required=True)
-    datapath = Path(parser.parse_args(argv).datapath)
-    try:
-        report = check(datapath)
-    except Exception:
-        report = {"expected": {}, "loaded": {}, "shapes": [],
-                  "failed": ["the dataloader could not be imported or built:\n"
-                             + traceback.format_exc(limit=5)]}
-    (datapath / "dataloader_check.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report.get(k) for k in ("expected", "loaded", "shapes",
-                                                  "boxes_inside_image")}))
-    return 0 if not report["failed"] else 1
+    return check_main(check, argv, ("expected", "loaded", "shapes", "boxes_inside_image"))
 
 
 if __name__ == "__main__":

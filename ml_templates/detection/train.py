@@ -15,22 +15,19 @@ says. Test metrics come from ``core.evaluation.detection`` afterwards, not from 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from monai.utils import set_determinism
-from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
+from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
 
 from core.evaluation.detection import detection_metrics
 from ml_templates.common.callbacks import ChannelCallback
 from ml_templates.detection.model import DEFAULT_CPU, DetectionModel, predict, save_detection_model
-from ml_templates.diagnosis.train import load_dataloader
+from ml_templates.common.entry import start_run
 
 
 def _key(image_path) -> str:
@@ -120,18 +117,9 @@ class DetectionTrainer(Trainer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True)
-    cfg = json.loads(Path(parser.parse_args(argv).config).read_text())
-    started = time.time()
-    seed = int(cfg.get("seed", 42))
-    set_seed(seed)
-    set_determinism(seed=seed)
-    torch.set_num_threads(max(1, int(cfg.get("threads", torch.get_num_threads()))))
-    datapath, out = Path(cfg["datapath"]), Path(cfg["output_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-
-    dl = load_dataloader(Path(cfg.get("dataloader", datapath / "dataloader.py")))
+    run = start_run(argv, __doc__, determinism=True)
+    cfg, datapath, out, seed, started = run.cfg, run.datapath, run.out, run.seed, run.started
+    dl = run.dataloader()
     dims = int(dl.SPATIAL_DIMS)
     label_dict = dl.load_label_dict(str(datapath))
     names = sorted(label_dict, key=label_dict.get)

@@ -15,31 +15,24 @@ system's evaluator afterwards, not here.
 """
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import os
 import random
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
+from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
 
 from core.evaluation.diagnosis import diagnosis_metrics, multi_label_metrics
 from ml_templates.common.callbacks import ChannelCallback
+from ml_templates.common.entry import start_run
 from ml_templates.common.export import export_model
 from ml_templates.diagnosis.model import DiagnosisModel, Probabilities
 
 
-def load_dataloader(path: Path):
-    spec = importlib.util.spec_from_file_location("job_dataloader", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def validation_items(items: list, groups: dict, fraction: float, seed: int) -> tuple[list, list]:
@@ -79,17 +72,9 @@ def collate(batch: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True)
-    cfg = json.loads(Path(parser.parse_args(argv).config).read_text())
-    started = time.time()
-    seed = int(cfg.get("seed", 42))
-    set_seed(seed)
-    torch.set_num_threads(max(1, int(cfg.get("threads", torch.get_num_threads()))))
-    datapath, out = Path(cfg["datapath"]), Path(cfg["output_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-
-    dl = load_dataloader(Path(cfg.get("dataloader", datapath / "dataloader.py")))
+    run = start_run(argv, __doc__)
+    cfg, datapath, out, seed, started = run.cfg, run.datapath, run.out, run.seed, run.started
+    dl = run.dataloader()
     label_dict = dl.load_label_dict(str(datapath))
     full_train = dl.DiagnosisDataset("train", datapath=str(datapath))
     split_info = json.loads((datapath / "split.json").read_text())

@@ -8,16 +8,14 @@ report length statistics in tokens (min / mean / max, and how many reports MAX_T
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import traceback
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ml_templates.diagnosis.train import load_dataloader
+from ml_templates.common.entry import check_main, load_dataloader
 
 
 def check(datapath: Path, max_failures: int = 20) -> dict:
@@ -67,18 +65,7 @@ def check(datapath: Path, max_failures: int = 20) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--datapath", required=True)
-    datapath = Path(parser.parse_args(argv).datapath)
-    try:
-        report = check(datapath)
-    except Exception:
-        report = {"expected": {}, "loaded": {}, "shapes": [],
-                  "failed": ["the dataloader could not be imported or built:\n"
-                             + traceback.format_exc(limit=5)]}
-    (datapath / "dataloader_check.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report.get(k) for k in ("expected", "loaded", "shapes", "token_length")}))
-    return 0 if not report["failed"] else 1
+    return check_main(check, argv, ("expected", "loaded", "shapes", "token_length"))
 
 
 if __name__ == "__main__":

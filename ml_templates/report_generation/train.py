@@ -15,19 +15,17 @@ the system's evaluator (core.evaluation.report_generation) afterwards, not here.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 import time
-from pathlib import Path
 
 import torch
-from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
+from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
 
 from core.evaluation.report_generation import reference_text, rouge_l
 from ml_templates.common.callbacks import ChannelCallback
-from ml_templates.diagnosis.train import load_dataloader
+from ml_templates.common.entry import start_run
 from ml_templates.report_generation.model import ReportGenerator, generate_reports
 from ml_templates.report_generation.tokenizer import (get_tokenizer, load_tokenizer,
                                                       report_text)
@@ -58,17 +56,9 @@ def collate(batch: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True)
-    cfg = json.loads(Path(parser.parse_args(argv).config).read_text())
-    started = time.time()
-    seed = int(cfg.get("seed", 42))
-    set_seed(seed)
-    torch.set_num_threads(max(1, int(cfg.get("threads", torch.get_num_threads()))))
-    datapath, out = Path(cfg["datapath"]), Path(cfg["output_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-
-    dl = load_dataloader(Path(cfg.get("dataloader", datapath / "dataloader.py")))
+    run = start_run(argv, __doc__)
+    cfg, datapath, out, seed, started = run.cfg, run.datapath, run.out, run.seed, run.started
+    dl = run.dataloader()
     train_index = dl.load_index("train", str(datapath))
     checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"))
     resume = bool(cfg.get("resume")) and bool(checkpoints)

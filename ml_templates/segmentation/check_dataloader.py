@@ -12,15 +12,13 @@ problems such as NUM_CLASSES not matching the index's label names or mask values
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import traceback
 from pathlib import Path
 
 import torch
 
-from ml_templates.segmentation import load_dataloader
+from ml_templates.common.entry import check_main, load_dataloader
 
 PATCH_PROBES = 3  # training cases whose random patch is also drawn
 
@@ -93,18 +91,7 @@ def check(datapath: Path, max_failures: int = 20) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--datapath", required=True)
-    datapath = Path(parser.parse_args(argv).datapath)
-    try:
-        report = check(datapath)
-    except Exception:
-        report = {"expected": {}, "loaded": {}, "shapes": [],
-                  "failed": ["the dataloader could not be imported or built:\n"
-                             + traceback.format_exc(limit=5)]}
-    (datapath / "dataloader_check.json").write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: report[k] for k in ("expected", "loaded", "shapes", "failed")}))
-    return 0 if not report["failed"] else 1
+    return check_main(check, argv, ("expected", "loaded", "shapes", "failed"))
 
 
 if __name__ == "__main__":

@@ -18,20 +18,17 @@ threads, num_workers, export, logging_steps, warmup_steps.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 import time
-from pathlib import Path
 
 import torch
-from monai.utils import set_determinism
-from transformers import EarlyStoppingCallback, Trainer, TrainingArguments, set_seed
+from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
 
 from ml_templates.common.callbacks import ChannelCallback
 from ml_templates.common.export import export_model
-from ml_templates.segmentation import load_dataloader
+from ml_templates.common.entry import start_run
 from ml_templates.segmentation.inference import predict_dataset, validation_dice
 from ml_templates.segmentation.model import DEFAULT_CPU, DOWNSAMPLING, SegmentationModel
 
@@ -103,18 +100,9 @@ def check_roi(roi: list[int], network: str, spatial_dims: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True)
-    cfg = json.loads(Path(parser.parse_args(argv).config).read_text())
-    started = time.time()
-    seed = int(cfg.get("seed", 42))
-    set_seed(seed)
-    set_determinism(seed=seed)
-    torch.set_num_threads(max(1, int(cfg.get("threads", torch.get_num_threads()))))
-    datapath, out = Path(cfg["datapath"]), Path(cfg["output_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-
-    dl = load_dataloader(Path(cfg.get("dataloader") or datapath / "dataloader.py"))
+    run = start_run(argv, __doc__, determinism=True)
+    cfg, datapath, out, seed, started = run.cfg, run.datapath, run.out, run.seed, run.started
+    dl = run.dataloader()
     if cfg.get("roi_size"):
         dl.ROI_SIZE = [int(s) for s in cfg["roi_size"]]
     roi, num_classes = list(dl.ROI_SIZE), int(dl.NUM_CLASSES)
