@@ -129,7 +129,7 @@ def split_text(plan: dict, ws: JobWorkspace) -> str:
     return "; ".join(parts)
 
 
-def plan_table(plan: dict, ws: Path, header: str = "Proposed") -> None:
+def plan_table(plan: dict, ws: JobWorkspace, header: str = "Proposed") -> None:
     edited = user_edits(plan)
 
     def mine(*keys: str) -> str:
@@ -309,7 +309,8 @@ def render_assistant(job: dict) -> None:
         approved = job["approval"] == "approved"
         with st.expander("Plan" + (" (approved)" if approved else ""),
                          icon=":material/list_alt:"):
-            plan_table(plan, Path(job["workspace"]), "Approved" if approved else "Proposed")
+            plan_table(plan, JobWorkspace(Path(job["workspace"])),
+                       "Approved" if approved else "Proposed")
 
 
 @st.fragment(run_every=2)

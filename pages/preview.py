@@ -11,11 +11,13 @@ import pandas as pd
 import streamlit as st
 
 from core.datasets.catalog import load_catalog
-from core.viewing.preview import (AXES, MANUAL, MAX_CHANNELS, MAX_THUMB_CLASSES, MAX_THUMBS_PER_CLASS,
-                          PreviewError, SampleRef, box_color, class_groups, class_thumbnails,
-                          dataset_scan, default_window_name, display_boxes, hex_color,
-                          load_mask, load_volume, render_slice, sample_ref, window_choices,
-                          window_for)
+from core.viewing.dataset_preview import (MAX_THUMB_CLASSES, MAX_THUMBS_PER_CLASS, SampleRef,
+                                          class_groups, class_thumbnails, dataset_scan,
+                                          sample_ref)
+from core.viewing.display_volume import AXES, MAX_CHANNELS, PreviewError, load_volume
+from core.viewing.overlays import display_boxes, load_mask
+from core.viewing.slice_render import (MANUAL, box_color, default_window_name, hex_color,
+                                       render_slice, window_choices, window_for)
 from core.viewing.dicom_header import HeaderError, dicom_file_of, dicom_header
 from pages.ui_common import context, md_escape
 

@@ -44,7 +44,7 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
     returns rc, seconds, how it ended, and the log's tail. ``on_tick`` runs every ``poll_s``
     while the child runs (the parent tails the run channel there); once ``should_stop`` says so
     the child has ``grace_s`` to end on its own before it is killed.
-    ``confine`` (tools.scripts.confinement_for) runs it under that Landlock policy, with HOME
+    ``confine`` (tools.confinement.confinement_for) runs it under that Landlock policy, with HOME
     and TMPDIR in ``scratch`` (a folder it may write)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.datasets.layouts.masks import labels_from_description
+from core.datasets.layouts.mask_labels import labels_from_description
 from core.datasets.layouts.types import ScanError
 from core.datasets.layouts.dispatch import scan_folder
 from core.planning.tasks import check_index, template_for, write_index

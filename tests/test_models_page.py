@@ -1,4 +1,4 @@
-"""The Models page, core.viewing.model_views and core.viewing.inference.
+"""The Models page, core.viewing.model_views, core.viewing.model_loading and core.viewing.inference.
 
 The slow tests share four real models, one per template, each built by the crew (autopilot,
 the same tools and gates as the app) on a tiny synthetic dataset and trained for one epoch.
@@ -18,10 +18,10 @@ from pydicom.data import get_testdata_file
 from streamlit.testing.v1 import AppTest
 
 import core
-from core.viewing.inference import (InferenceError, check_upload, load_model, model_template,
-                                  predict, predict_upload, saved_upload)
+from core.viewing.inference import check_upload, predict, predict_upload, saved_upload
+from core.viewing.model_loading import InferenceError, load_model, model_template
 from core.viewing.model_views import (detection_curves, diagnosis_roc, downloads, headline,
-                              metric_table, report_comparison, segmentation_rows)
+                                      metric_table, report_comparison, segmentation_rows)
 from core.imaging.image_io import read_image
 
 APP = Path(__file__).resolve().parent.parent / "app.py"

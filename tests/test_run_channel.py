@@ -65,7 +65,7 @@ def test_stop_file_and_sigterm_ask_the_child_to_stop(tmp_path):
 
 
 def test_no_child_is_given_the_store(settings, tmp_path):
-    from tools.scripts import template_policy
+    from tools.confinement import template_policy
     from tools.sandbox import Jail
 
     class Ctx:  # the least a Jail needs

@@ -14,6 +14,7 @@ import pytest
 from conftest import tree_digest
 from core.jobs.lifecycle import create_job
 from runtime import landlock
+from tools import confinement
 from tools import scripts
 from tools.context import JobContext
 from tools.files import FILE_TOOLS, file_tools_for
@@ -339,8 +340,8 @@ def test_scripts_refused_without_landlock_unless_allowed(job, monkeypatch):
     write_script(tools, "scripts/p.py", "print('ran')\n")
     monkeypatch.setattr(landlock, "abi_version", lambda: 0)
     refused(tools["run_script"].call(script="scripts/p.py"), "Landlock",
-            scripts.UNCONFINED_ENV)
-    monkeypatch.setenv(scripts.UNCONFINED_ENV, "1")
+            confinement.UNCONFINED_ENV)
+    monkeypatch.setenv(confinement.UNCONFINED_ENV, "1")
     assert ok(tools["run_script"].call(script="scripts/p.py"))["output"].strip() == "ran"
 
 

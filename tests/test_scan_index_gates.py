@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from core.jobs.gates import check_diagnosis_index, check_plan
-from core.datasets.indexing import grouped_stratified_split, write_diagnosis_index
+from core.datasets.indexing import write_diagnosis_index
+from core.datasets.splitting import grouped_stratified_split
 from core.datasets.layouts.types import Sample, ScanError
 from core.datasets.layouts.dispatch import scan_folder
 from core.jobs.workspace import JobWorkspace

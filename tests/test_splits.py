@@ -12,8 +12,9 @@ import pytest
 from PIL import Image
 
 from core.jobs.gates import check_diagnosis_index, check_list_index
-from core.datasets.indexing import (IndexBuildError, make_split, parse_caps, write_diagnosis_index,
-                           write_list_index)
+from core.datasets.indexing import write_diagnosis_index, write_list_index
+from core.datasets.split_caps import parse_caps
+from core.datasets.splitting import IndexBuildError, make_split
 from core.datasets.layouts.types import Sample, ScanResult, group_of
 from core.datasets.layouts.dispatch import scan_folder
 from core.jobs.workspace import JobWorkspace

@@ -61,7 +61,7 @@ def test_dataloader_code_runs_confined_in_llm_mode(settings, store, small, monke
 
 
 def test_autopilot_runs_the_templates_own_code_unconfined(settings, store, small):
-    from tools.scripts import confinement_for
+    from tools.confinement import confinement_for
     job_id = create_job(settings, store, "classify pneumonia", llm="autopilot")
     assert confinement_for(JobContext(settings, store, job_id, "x")) is None
     job_id = create_job(settings, store, "classify pneumonia", llm="openai/gpt-4o")

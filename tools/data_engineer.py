@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from core.datasets.catalog import find_entry
-from core.datasets.indexing import IndexBuildError
+from core.datasets.splitting import IndexBuildError
 from core.planning.plan_edits import user_edits
 from core.datasets.layouts.types import ScanError, ScanResult
 from core.datasets.layouts.dispatch import scan_folder

@@ -16,7 +16,7 @@ from runtime.process import run_module, tail
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.gates import report_gate, training_gate
-from tools.scripts import confinement_for
+from tools.confinement import confinement_for
 
 
 class ConfigArgs(BaseModel):

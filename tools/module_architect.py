@@ -17,7 +17,7 @@ from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.gates import dataloader_gate
 from runtime.process import run_module
-from tools.scripts import confinement_for
+from tools.confinement import confinement_for
 
 
 def _images(index) -> list:

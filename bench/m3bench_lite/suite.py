@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.m3bench_lite import diagnosis, reports, segmentation
+from core.demo import m3bench_diagnosis as diagnosis, m3bench_reports as reports
+from core.demo import m3bench_head_xray as head_xray, m3bench_torso as torso
 from core.datasets.datacards import Datacard, parse_datacard
 
 SUITE = "m3bench-lite"
@@ -115,7 +116,7 @@ DATASETS: list[BenchDataset] = [
         ("Cyst", "Normal", "Stone", "Tumor")),
     BenchDataset(
         "COVID19-lite", "COVID19", "COVID19", "anomaly_detection", "segmentation", "CT",
-        "chest", "3D", segmentation.make_covid19,
+        "chest", "3D", torso.make_covid19,
         "Synthetic stand-in for the COVID-19 CT lung infection segmentation set: 3D chest CT "
         "volumes (NIfTI, Hounsfield units) in images/ with voxel masks of the same name in "
         "segmentation_masks/; labels.json lists the mask labels in order (value 1 = infection, "
@@ -124,7 +125,7 @@ DATASETS: list[BenchDataset] = [
         "Segment COVID-19 lung infection lesions on chest CT", DICE, ("infection",)),
     BenchDataset(
         "INSTANCE2022-lite", "INSTANCE2022", "INSTANCE2022", "anomaly_detection",
-        "segmentation", "CT", "brain", "3D", segmentation.make_instance2022,
+        "segmentation", "CT", "brain", "3D", head_xray.make_instance2022,
         "Synthetic stand-in for INSTANCE 2022: non-contrast head CT volumes of the brain "
         "(NIfTI, Hounsfield units, 5 mm slices) in images/ with masks of the same name in "
         "masks/; labels.json gives the label order (value 1 = intracranial haemorrhage). The "
@@ -132,7 +133,7 @@ DATASETS: list[BenchDataset] = [
         "Segment intracranial hemorrhage on brain CT", DICE, ("intracranial haemorrhage",)),
     BenchDataset(
         "MSD-Pancreas-lite", "MSD_Pancreas", "MSD Pancreas", "anomaly_detection",
-        "segmentation", "CT", "abdomen", "3D", segmentation.make_msd_pancreas,
+        "segmentation", "CT", "abdomen", "3D", torso.make_msd_pancreas,
         "Synthetic stand-in for the Medical Segmentation Decathlon pancreas task: portal-venous "
         "abdominal CT volumes (NIfTI, Hounsfield units) in images/ (pancreas_NNN.nii.gz) with "
         "masks of the same name in masks/; labels.json lists two labels in order: value 1 = "
@@ -142,7 +143,7 @@ DATASETS: list[BenchDataset] = [
         Floor("dice", ">=", 0.4), ("pancreas", "pancreatic tumour")),
     BenchDataset(
         "ChestX-Det10-lite", "ChestX-Det10", "ChestX-Det10", "anomaly_detection",
-        "segmentation", "X-ray", "chest", "2D", segmentation.make_chestx_det10,
+        "segmentation", "X-ray", "chest", "2D", head_xray.make_chestx_det10,
         "Synthetic stand-in for ChestX-Det10: frontal chest X-rays (2D PNG, images/<id>.png) "
         "with pixel masks of abnormal findings in masks/<id>.png; labels.json lists the labels "
         "in order (value 1 = Effusion, value 2 = Mass). Many images show one finding, some both, "
@@ -150,7 +151,7 @@ DATASETS: list[BenchDataset] = [
         "Segment pleural effusion and masses on chest X-rays", DICE, ("Effusion", "Mass")),
     BenchDataset(
         "VerSe-lite", "VerSe", "VerSe", "segmentation", "segmentation", "CT", "spine", "3D",
-        segmentation.make_verse,
+        torso.make_verse,
         "Synthetic stand-in for VerSe: lumbar spine CT volumes (NIfTI, Hounsfield units) in "
         "images/ named sub-verseNNN_ct.nii.gz, with vertebra masks in masks/ named "
         "sub-verseNNN_seg-vert_msk.nii.gz (the same subject ID). labels.json lists the labels "
@@ -160,16 +161,16 @@ DATASETS: list[BenchDataset] = [
         ("L1", "L2", "L3", "L4", "L5")),
     BenchDataset(
         "L2R-OASIS-lite", "L2R-OASIS", "L2R-OASIS", "segmentation", "segmentation", "MRI",
-        "brain", "3D", segmentation.make_l2r_oasis,
+        "brain", "3D", head_xray.make_l2r_oasis,
         "Synthetic stand-in for the Learn2Reg OASIS brain set: skull-stripped, affinely aligned "
         "T1-weighted brain MRI volumes (NIfTI) in images/ (OASIS_NNNN_0000.nii.gz) with tissue "
         "masks of the same name in masks/; labels.json lists four labels in order: 1 = cortex, "
         "2 = subcortical grey matter, 3 = white matter, 4 = CSF.",
         "Segment brain tissues (cortex, subcortical grey matter, white matter, CSF) on brain "
-        "MRI", DICE, segmentation.OASIS_LABELS),
+        "MRI", DICE, head_xray.OASIS_LABELS),
     BenchDataset(
         "BTCV-lite", "BTCV", "BTCV", "segmentation", "segmentation", "CT", "abdomen", "3D",
-        segmentation.make_btcv,
+        torso.make_btcv,
         "Synthetic stand-in for BTCV (Beyond the Cranial Vault): contrast abdominal CT volumes "
         "(NIfTI, Hounsfield units). Training/img holds the scans (imgNNNN.nii.gz) and "
         "Training/label the label maps (labelNNNN.nii.gz, same number); Testing/img holds scans "
@@ -177,7 +178,7 @@ DATASETS: list[BenchDataset] = [
         "the organs in mask-value order: 1 = spleen, 2 = right kidney, 3 = left kidney, 4 = "
         "liver. Half of the volumes are stored in LPS orientation.",
         "Segment the spleen, kidneys and liver on abdominal CT", DICE,
-        segmentation.BTCV_LABELS),
+        torso.BTCV_LABELS),
     BenchDataset(
         "CT-RATE-lite", "CT-RATE", "CT-RATE", "report_generation", "report_generation", "CT",
         "chest", "3D", reports.make_ct_rate,

@@ -14,32 +14,26 @@ checked:
 * patients counted per class; a class with too few patients for a patient-grouped split is an
   error (fewer than 2) or a warning (fewer than 5); the split the index would use is previewed.
 
-Reading uses the field's libraries (PIL, nibabel, SimpleITK, pydicom) directly and falls back to
-the templates' reader (``core.imaging.image_io``) for array elements, series manifests
-and anything else, so what validates is what training can read. Nothing is written.
+Images are read by core.datasets.image_geometry (the field's libraries, falling back to the
+templates' reader, so what validates is what training can read). Nothing is written.
+
+May import: core.datasets.image_geometry, core.datasets.splitting, core.datasets.layouts.types.
 """
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
+from core.datasets.image_geometry import (Unreadable, distinct_values, geometry_error, read_ref,
+                                          ref_exists, ref_parts, sample_refs)
+from core.datasets.layouts.types import Sample, ScanResult
+from core.datasets.splitting import (NO_LABEL, IndexBuildError, preview_split, sample_key,
+                                     split_samples)
 
-from core.datasets.indexing import IndexBuildError, NO_LABEL, preview_split, sample_key, split_samples
-from core.datasets.layouts.types import Sample, ScanResult, image_suffix
-from core.imaging.image_io import read_image
-
-RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
-NIFTI = (".nii", ".nii.gz")
-ITK = (".nrrd", ".nhdr", ".mha", ".mhd")
-DICOM = (".dcm", ".dicom", ".ima")
-PICKLES = (".pck", ".pkl", ".pickle")
-SPACING_REL_TOL = 1e-3
 MIN_PATIENTS_ERROR = 2     # a class needs one patient for training and one for testing
 MIN_PATIENTS_WARNING = 5   # fewer test patients than this give a meaningless test estimate
 MAX_HASH_BYTES = 50_000_000
@@ -66,116 +60,6 @@ class Validation:
         return asdict(self)
 
 
-@dataclass
-class _Geometry:
-    size: tuple[int, ...]               # spatial size, x first (columns, rows, slices)
-    spacing: tuple[float, ...] | None   # mm per spatial axis, when the format has it
-
-
-class _Unreadable(Exception):
-    """A file that cannot be read; the message says why."""
-
-
-# ----------------------------------------------------------------------------- reading
-
-def _ref_parts(ref: str) -> tuple[Path, str]:
-    """(file, element) of a reference: ``file.npz::key[3]`` -> (file.npz, "key[3]")."""
-    if "::" in ref:
-        file, element = ref.split("::", 1)
-        return Path(file), element
-    return Path(ref), ""
-
-
-def _read(ref: str, full: bool, allow_pickle: bool) -> tuple[_Geometry | None, np.ndarray | None]:
-    """Geometry (and with ``full`` the pixel array) of one image reference. Raises _Unreadable.
-    Returns (None, None) for a header-only read of a kind whose header is not cheap to read."""
-    path, element = _ref_parts(ref)
-    suffix = image_suffix(path.name)
-    try:
-        if element or suffix in (".npy", ".npz", ".pt", ".pth") + PICKLES or \
-                path.name.endswith(".series.json"):
-            if suffix in PICKLES and not allow_pickle:
-                return None, None  # refused by the pickle check, never unpickled here
-            if not full:
-                return None, None
-            return _via_template_reader(ref, allow_pickle)
-        if path.is_dir():
-            return _read_slices(path, full, allow_pickle)
-        if suffix in RASTER:
-            from PIL import Image
-            with Image.open(path) as img:
-                size = tuple(img.size)
-                array = None
-                if full:
-                    img.load()
-                    array = np.asarray(img)
-            return _Geometry(size, None), array
-        if suffix in NIFTI:
-            import nibabel
-            img = nibabel.load(str(path))
-            shape = tuple(int(s) for s in img.shape)
-            zooms = tuple(float(z) for z in img.header.get_zooms()[:min(3, len(shape))])
-            array = np.asanyarray(img.dataobj) if full else None
-            return _Geometry(shape[:3], zooms), array
-        if suffix in ITK:
-            import SimpleITK as sitk
-            if full:
-                image = sitk.ReadImage(str(path))
-                return (_Geometry(tuple(image.GetSize()), tuple(image.GetSpacing())),
-                        sitk.GetArrayViewFromImage(image))
-            reader = sitk.ImageFileReader()
-            reader.SetFileName(str(path))
-            reader.ReadImageInformation()
-            return _Geometry(tuple(reader.GetSize()), tuple(reader.GetSpacing())), None
-        if suffix in DICOM:
-            import pydicom
-            ds = pydicom.dcmread(str(path), stop_before_pixels=not full)
-            size = (int(ds.Columns), int(ds.Rows))
-            frames = int(getattr(ds, "NumberOfFrames", 1) or 1)
-            size = size + (frames,) if frames > 1 else size
-            spacing = getattr(ds, "PixelSpacing", None)
-            geometry = _Geometry(size, (float(spacing[1]), float(spacing[0])) if spacing else None)
-            return geometry, (ds.pixel_array if full else None)
-        if not full:
-            return None, None
-        return _via_template_reader(ref, allow_pickle)
-    except _Unreadable:
-        raise
-    except Exception as exc:  # any decoder error means the file is unusable
-        raise _Unreadable(f"{type(exc).__name__}: {str(exc)[:160]}") from exc
-
-
-def _read_slices(folder: Path, full: bool, allow_pickle: bool):
-    """A folder of 2D slices (one 3D image): the first slice's geometry, the slice count last."""
-    slices = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-    if not slices:
-        raise _Unreadable("folder without slice files")
-    geometry, array = _read(str(slices[0]), full, allow_pickle)
-    if geometry is None:
-        return None, array
-    return _Geometry(geometry.size[:2] + (len(slices),), geometry.spacing), array
-
-
-def _via_template_reader(ref: str, allow_pickle: bool):
-    array, meta = read_image(ref, allow_pickle=allow_pickle)
-    spacing = tuple(float(s) for s in meta["spacing"]) if meta.get("spacing") else None
-    return _Geometry(tuple(int(s) for s in meta["spatial_shape"]), spacing), array
-
-
-def _refs(sample: Sample) -> list[str]:
-    """The references to read for a sample: its file, folder, or channel files; for a DICOM
-    series sharing its folder with others, the series' first file (not the folder's)."""
-    if sample.extra.get("series_files"):
-        return [str(sample.extra["series_files"][0])]
-    return [str(p) for p in sample.image] if isinstance(sample.image, list) else [str(sample.image)]
-
-
-def _exists(ref: str) -> bool:
-    return _ref_parts(ref)[0].exists()
-
-
-# ----------------------------------------------------------------------------- sampling
-
 def stratified_order(samples: list[Sample], limit: int) -> list[Sample]:
     """Up to ``limit`` samples, the same number from every class where it has them (spread
     evenly through each class's sorted list), interleaved class by class: deterministic."""
@@ -196,31 +80,6 @@ def stratified_order(samples: list[Sample], limit: int) -> list[Sample]:
     for i in range(max((len(p) for p in picks.values()), default=0)):
         out.extend(p[i] for _, p in sorted(picks.items()) if i < len(p))
     return out
-
-
-# ----------------------------------------------------------------------------- checks
-
-def _same_spacing(a: tuple[float, ...] | None, b: tuple[float, ...] | None) -> bool:
-    if a is None or b is None:
-        return True
-    return all(math.isclose(x, y, rel_tol=SPACING_REL_TOL, abs_tol=1e-6) for x, y in zip(a, b))
-
-
-def _geometry_error(image: _Geometry, mask: _Geometry) -> str | None:
-    n = len(mask.size)
-    if tuple(image.size[:n]) != tuple(mask.size) and tuple(image.size) != tuple(mask.size):
-        return f"size {list(mask.size)} but its image is {list(image.size)}"
-    if not _same_spacing(image.spacing, mask.spacing):
-        return (f"spacing {[round(s, 4) for s in mask.spacing]} mm but its image has "
-                f"{[round(s, 4) for s in image.spacing]} mm")
-    return None
-
-
-def _mask_values(array: np.ndarray) -> tuple[list[float], bool]:
-    """The distinct values of a mask, and whether all of them are whole numbers."""
-    values = np.unique(np.asarray(array))
-    whole = bool(np.all(np.mod(values, 1) == 0)) if values.dtype.kind == "f" else True
-    return [float(v) if values.dtype.kind == "f" else int(v) for v in values[:50]], whole
 
 
 class _Collector:
@@ -309,9 +168,9 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
            allow_pickle: bool) -> None:
     """Existence of every file; decoding and headers (bounded); masks against their images."""
     problems = _Collector()
-    missing = [r for s in samples for r in _refs(s) + ([str(s.extra["label_path"])]
-               if s.extra.get("label_path") else []) if not _exists(r)]
-    num_files = sum(len(_refs(s)) + bool(s.extra.get("label_path")) for s in samples)
+    missing = [r for s in samples for r in sample_refs(s) + ([str(s.extra["label_path"])]
+               if s.extra.get("label_path") else []) if not ref_exists(r)]
+    num_files = sum(len(sample_refs(s)) + bool(s.extra.get("label_path")) for s in samples)
     if missing:
         v.errors.append(f"{len(missing)} listed files do not exist, e.g. {missing[0]}. Check the "
                         "folder is complete and readable")
@@ -328,13 +187,13 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
         if time.monotonic() - started > limits.seconds:
             stopped = True
             break
-        refs = [r for r in _refs(sample) if r not in missing_set]
+        refs = [r for r in sample_refs(sample) if r not in missing_set]
         geometries = []
         for ref in refs:
             try:
-                geometry, _ = _read(ref, True, allow_pickle)
+                geometry, _ = read_ref(ref, True, allow_pickle)
                 geometries.append(geometry)
-            except _Unreadable as exc:
+            except Unreadable as exc:
                 problems.add("decode", f"{ref} ({exc})")
         decoded += 1
         if len({g.size for g in geometries if g}) > 1:
@@ -344,35 +203,35 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
         if not label_path or label_path in missing_set:
             continue
         try:
-            mask_geometry, array = _read(label_path, True, allow_pickle)
-        except _Unreadable as exc:
+            mask_geometry, array = read_ref(label_path, True, allow_pickle)
+        except Unreadable as exc:
             problems.add("decode", f"{label_path} ({exc})")
             continue
         masks += 1
-        values, whole = _mask_values(array) if array is not None else ([], True)
+        values, whole = distinct_values(array) if array is not None else ([], True)
         bad = [x for x in values if not whole or x < 0 or x > declared]
         if bad:
             problems.add("values", f"{label_path} holds {bad[:5]}")
         seen_values.update(int(x) for x in values if whole and 0 < x <= declared)
         if geometries and geometries[0] and mask_geometry:
-            if (why := _geometry_error(geometries[0], mask_geometry)):
+            if (why := geometry_error(geometries[0], mask_geometry)):
                 problems.add("geometry", f"{label_path}: {why} ({refs[0]})")
     for sample in samples:  # headers of more images (and masks) than were decoded
         if headers >= limits.headers:
             break
         if id(sample) in chosen:
             continue
-        refs = [r for r in _refs(sample) if r not in missing_set]
+        refs = [r for r in sample_refs(sample) if r not in missing_set]
         label_path = str(sample.extra.get("label_path") or "")
         geometry = None
         for ref in refs + ([label_path] if label_path and label_path not in missing_set else []):
             try:
-                found, _ = _read(ref, False, allow_pickle)
-            except _Unreadable as exc:
+                found, _ = read_ref(ref, False, allow_pickle)
+            except Unreadable as exc:
                 problems.add("decode", f"{ref} ({exc})")
                 continue
             if ref == label_path and geometry and found:
-                if (why := _geometry_error(geometry, found)):
+                if (why := geometry_error(geometry, found)):
                     problems.add("geometry", f"{label_path}: {why} ({refs[0]})")
             elif geometry is None:
                 geometry = found
@@ -423,8 +282,8 @@ def _duplicates(scan: ScanResult, samples: list[Sample], v: Validation, limits: 
     """Exact duplicates among image files: same size first (a stat each), then a hash."""
     by_size: dict[int, list[Sample]] = defaultdict(list)
     for s in samples:
-        ref = _refs(s)[0]
-        path, element = _ref_parts(ref)
+        ref = sample_refs(s)[0]
+        path, element = ref_parts(ref)
         if element:
             continue  # elements of one array file: not comparable by file hash
         try:
@@ -441,7 +300,7 @@ def _duplicates(scan: ScanResult, samples: list[Sample], v: Validation, limits: 
         if hashed + len(group) > limits.hashed:
             break
         for s in group:
-            hashes[hashlib.sha1(Path(_refs(s)[0]).read_bytes()).hexdigest()].append(s)
+            hashes[hashlib.sha1(Path(sample_refs(s)[0]).read_bytes()).hexdigest()].append(s)
         hashed += len(group)
     dups = [g for g in hashes.values() if len(g) > 1]
     cross_label = [g for g in dups if scan.task == "diagnosis" and

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
 from PIL import Image
 from scipy.ndimage import gaussian_filter
 
 from core.demo.chest_xray import _ellipse
+from core.demo.writers import save_nifti
 
 
 def _done(out: Path, spec: dict) -> bool:
@@ -49,22 +49,6 @@ def _blob(shape, center, radii, rng, wobble: float = 0.25) -> np.ndarray:
     grids = np.ogrid[tuple(slice(0, s) for s in shape)]
     dist = sum(((g - c) / r) ** 2 for g, c, r in zip(grids, center, radii))
     return dist + wobble * _smooth(rng, shape, max(radii) / 2) <= 1.0
-
-
-def _save_nifti(array: np.ndarray, spacing, path: Path, lps: bool, dtype) -> None:
-    """array is in RAS voxel order; LPS cases are stored flipped in x and y, as DICOM converters
-    write them, with the affine that keeps every voxel at the same world position."""
-    affine = np.diag([*spacing, 1.0])
-    affine[:3, 3] = [-s * n / 2 for s, n in zip(spacing, array.shape)]
-    if lps:
-        flip = np.eye(4)
-        for axis in (0, 1):
-            flip[axis, axis], flip[axis, 3] = -1, array.shape[axis] - 1
-        array, affine = array[::-1, ::-1], affine @ flip
-    img = nib.Nifti1Image(np.ascontiguousarray(array).astype(dtype), affine)
-    img.set_qform(affine, code=1)
-    img.set_sform(affine, code=1)
-    nib.save(img, str(path))
 
 
 def ct_case(rng: np.random.Generator, shape, organs) -> tuple[np.ndarray, np.ndarray]:
@@ -112,8 +96,8 @@ def make_ct_organ_demo_3d(out_dir: str | Path, n_cases: int = 20, seed: int = 0,
         spacing = (round(rng.uniform(1.4, 1.7), 3),) * 2 + (round(rng.uniform(2.5, 3.5), 2),)
         hu, mask = ct_case(rng, shape, organs)
         lps = i % 2 == 1
-        _save_nifti(np.round(hu), spacing, out / "images" / f"case_{i:03d}.nii.gz", lps, np.int16)
-        _save_nifti(mask, spacing, out / "masks" / f"case_{i:03d}.nii.gz", lps, np.uint8)
+        save_nifti(np.round(hu), spacing, out / "images" / f"case_{i:03d}.nii.gz", np.int16, lps=lps)
+        save_nifti(mask, spacing, out / "masks" / f"case_{i:03d}.nii.gz", np.uint8, lps=lps)
     return _finish(out, spec, list(organs))
 
 
@@ -163,9 +147,9 @@ def make_mri_multichannel_demo_3d(out_dir: str | Path, n_cases: int = 20, seed: 
     spacing = (1.2, 1.2, 2.0)
     for i in range(n_cases):
         t1, t2, mask = mri_case(rng, (48, 48, 24))
-        _save_nifti(t1, spacing, out / "images" / f"case_{i:03d}_t1.nii.gz", False, np.float32)
-        _save_nifti(t2, spacing, out / "images" / f"case_{i:03d}_t2.nii.gz", False, np.float32)
-        _save_nifti(mask, spacing, out / "masks" / f"case_{i:03d}.nii.gz", False, np.uint8)
+        save_nifti(t1, spacing, out / "images" / f"case_{i:03d}_t1.nii.gz", np.float32, lps=False)
+        save_nifti(t2, spacing, out / "images" / f"case_{i:03d}_t2.nii.gz", np.float32, lps=False)
+        save_nifti(mask, spacing, out / "masks" / f"case_{i:03d}.nii.gz", np.uint8, lps=False)
     return _finish(out, spec, ["lesion"])
 
 

@@ -1,12 +1,14 @@
-"""What the Models page shows about a trained model, as plain data (no UI): the headline
-metric, ROC curves from the test predictions, per-class segmentation results with CIs,
-precision-recall curves, generated reports beside their references, and the files a user
-may download. Everything is read from the job folder the crew wrote; nothing is recomputed
-that the evaluator already reported, except curves and per-class CIs it did not keep.
+"""What the Models page shows about a trained model, as plain data (no UI): its job folder,
+template, results and model card, the headline metric, ROC curves from the test predictions,
+per-class results (with CIs for segmentation), precision-recall curves, generated reports
+beside their references, and the files a user may download. Everything is read from the job
+folder the crew wrote; nothing is recomputed that the evaluator already reported, except
+curves and per-class CIs it did not keep.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ import numpy as np
 from core.evaluation.common import bootstrap_ci
 from core.planning.tasks import PRIMARY_METRIC
 from core.jobs.workspace import JobWorkspace
+from core.viewing.model_loading import TEMPLATES, model_template, preprocessing_config
 
 METRIC_NAMES = {"auc": "AUC", "accuracy": "Accuracy", "f1_macro": "F1 (macro)",
                 "dice": "Dice (mean)", "hd95": "HD95 (mm)", "map50": "mAP@0.5",
@@ -35,6 +38,65 @@ def _json(path: Path):
 def _finite(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and np.isfinite(value) else None
 
+
+# ----------------------------------------------------------------------------- the stored model
+
+def workspace_of(model: dict, job: dict | None) -> Path:
+    """The job folder of a stored model: its job's workspace, else the model card's folder,
+    else two levels above the saved model (``<job>/Logout/model``)."""
+    job = job or {}
+    if job.get("workspace"):
+        return Path(job["workspace"])
+    if model.get("card_path"):
+        return Path(model["card_path"]).parent
+    return Path(model["path"]).parent.parent  # <job>/Logout/model
+
+
+def template_of(model: dict, workspace: Path) -> str:
+    """The training template of a stored model: the job folder's, else the model's task."""
+    found = model_template(workspace)
+    return found or (model["task"] if model["task"] in TEMPLATES else "")
+
+
+def job_report(workspace: str | Path) -> dict:
+    """The job's report.json as a dict; {} when missing or unreadable (e.g. being written)."""
+    data = _json(JobWorkspace(Path(workspace)).report)
+    return data if isinstance(data, dict) else {}
+
+
+def model_result(model: dict, workspace: str | Path) -> dict:
+    """The job's report.json; when it has no metrics (no report.json left), the metrics stored
+    with the model as ``{"metrics": ...}`` ({} when those cannot be read either)."""
+    result = job_report(workspace)
+    if not result.get("metrics"):
+        try:
+            result = {"metrics": json.loads(model["metrics"] or "{}")}
+        except ValueError:
+            result = {}
+    return result
+
+
+def model_card_path(model: dict, workspace: Path) -> Path:
+    return Path(model["card_path"] or workspace / "model_card.md")
+
+
+def read_model_card(path: Path) -> str | None:
+    """The model card's markdown; None when there is no card."""
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def demote_headings(markdown: str) -> str:
+    """Headings two levels down, so that a card sits under the page's own headings."""
+    return re.sub(r"^(#{1,4}) ", r"##\1 ", markdown, flags=re.MULTILINE)
+
+
+def file_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:,.0f} KB" if n < 1024 * 1024 else f"{n / 1024 / 1024:,.1f} MB"
+
+
+# ----------------------------------------------------------------------------- results
 
 def headline(report: dict, template: str) -> dict:
     """The template's primary metric: {"key", "name", "value", "ci"} (value None if absent)."""
@@ -60,6 +122,16 @@ def metric_table(report: dict) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- diagnosis
+
+def diagnosis_rows(report: dict) -> list[dict]:
+    """Per class: the evaluator's numbers (NaN as None; the support as it is)."""
+    return [
+        {"Class": name, **{k.replace("_", " ").capitalize(): (v if k == "support" else
+                                                               (None if v != v else v))
+                           for k, v in values.items() if isinstance(v, (int, float))}}
+        for name, values in (report.get("per_class") or {}).items()
+        if isinstance(values, dict)]
+
 
 def diagnosis_roc(workspace: str | Path) -> dict:
     """ROC curves on the test set from ``Logout/predictions.json`` and the index's labels:
@@ -157,6 +229,12 @@ def report_samples(report: dict, limit: int = 5) -> list[dict]:
             for s in (report.get("samples") or [])[:limit]]
 
 
+def rouge_l_gain(report: dict) -> float:
+    """The model's ROUGE-L minus the most-common-report baseline's."""
+    return (report.get("metrics") or {}).get("rouge_l", 0) - \
+        (report.get("metrics") or {}).get("baseline_rouge_l", 0)
+
+
 def report_comparison(report: dict) -> list[dict]:
     """Model against the most-common-report baseline on ROUGE-L and BLEU-4, with CIs."""
     metrics, ci95 = report.get("metrics") or {}, report.get("ci95") or {}
@@ -206,3 +284,28 @@ def downloads(workspace: str | Path) -> list[dict]:
     add("Evaluation report (report.json)", ws.report, "application/json")
     add("Model card (model_card.md)", ws.model_card, "text/markdown")
     return out
+
+
+EXPORT_FORMATS = {"TorchScript model": "torchscript", "ONNX model": "onnx"}
+
+
+def has_exports(offered: list[dict]) -> bool:
+    """Whether ``downloads`` offers a TorchScript or ONNX export."""
+    return any(d["label"] in EXPORT_FORMATS for d in offered)
+
+
+def export_note(exports: dict, label: str) -> str:
+    """How an export was verified (training's ``exports`` record), '' when it was not."""
+    fmt = EXPORT_FORMATS.get(label)
+    if fmt and exports.get(fmt, {}).get("verified"):
+        return (f"Verified: reloaded and compared with PyTorch, largest difference "
+                f"{exports[fmt]['max_abs_diff']:.1e}.")
+    return ""
+
+
+def export_input_shape(workspace: str | Path, template: str) -> str:
+    """The exports' input shape as text, "batch, channels, *size", from the dataloader's
+    configuration (the ROI for segmentation, else the image size)."""
+    loader = preprocessing_config(workspace)["dataloader"]
+    size = loader.get("ROI_SIZE") if template == "segmentation" else loader.get("IMAGE_SIZE")
+    return ", ".join(["batch", str(loader.get("IN_CHANNELS", 1)), *map(str, size or [])])

@@ -26,7 +26,7 @@ from pathlib import Path
 from core.datasets.layouts.common import group_source, held_out_splits, split_of_path
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, MAX_FILES, SPLIT_NAMES, Sample,
                                          ScanResult, group_of, image_suffix, is_image)
-from core.datasets.layouts.masks import IMAGE_DIRS
+from core.datasets.layouts.mask_pairing import IMAGE_DIRS
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
 
 WORD = re.compile(r"^(?P<word>[a-z]{2,})\d{0,2}$")

@@ -25,334 +25,35 @@ description when it names columns or code meanings:
   patient prefix of the file name or its case folder;
 * a *split column* (split / set / subset / fold holding train/val/test) is kept as the split.
 
-Rows that name no file, and files no row names, are reported in ``skipped``.
+Rows that name no file, and files no row names, are reported in ``skipped``. Which file a cell
+names is label_table_ids' IdMatcher; how the columns are chosen is label_table_columns.
+
+May import: core.datasets.layouts.label_table_columns, .label_table_ids, .tables, .common,
+.array_headers, .types.
 """
 from __future__ import annotations
 
 import csv
-import json
 import os
-import re
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
-from core.datasets.layouts.common import group_for, group_source, held_out_splits, split_of_name
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
-from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanResult, all_images,
-                                         image_suffix)
-from core.datasets.layouts.tables import CODE, LABEL_NAME, NEGATIVES, SEPARATORS, read_table, code_mapping, described_column, find_tables
-from core.datasets.layouts.types import SPLIT_VALUES
+from core.datasets.layouts.common import group_for, group_source, held_out_splits, split_of_name
+from core.datasets.layouts.label_table_columns import (TRUE_CELLS, as_code, choose_image_column,
+                                                       patient_column, plan_labels, row_labels,
+                                                       split_column)
+from core.datasets.layouts.label_table_ids import IdMatcher
+from core.datasets.layouts.tables import (CODE, NEGATIVES, SEPARATORS, code_mapping,
+                                          find_tables, read_table)
+from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, SPLIT_VALUES, Sample, ScanResult,
+                                         all_images, image_suffix)
 
-PATIENT_NAME = re.compile(r"patient|subject|participant|\bpid\b|case", re.I)
-NOT_PATIENT_KEY = re.compile(r"age|sex|gender|weight|height|birth|position|name|size", re.I)
-NOT_A_LABEL = re.compile(r"\b(?:sex|gender|age|view|position|laterality|side|modality|date|time|"
-                         r"width|height|spacing|size|visit|format|type|manufacturer|"
-                         r"follow)\b", re.I)
-SPLIT_COLUMN = re.compile(r"^(?:split|set|subset|partition|fold|data[ _]?split|dataset)$", re.I)
-TRUE_CELLS = {"1", "1.0", "true", "yes"}
-BINARY_CELLS = TRUE_CELLS | {"0", "0.0", "-1", "-1.0", "", "false", "no"}
-TOKEN_SPLIT = re.compile(r"[_\-\s.]+")
 MAX_CLASSES = 200
 BOX_COLUMNS = [("x", "y", "w", "h"), ("x0", "y0", "x1", "y1"), ("xmin", "ymin", "xmax", "ymax")]
-MAX_TOKENS = 6           # longest token run an ID may be (``ADNI_002_S_0295``)
-PROBE_ROWS = 3000        # rows used to choose columns
-LABEL_WORDS = re.compile(r"\b(?:labels?|labell?ed|diagnos\w*|class(?:es)?|classif\w*|targets?|"
-                         r"outcomes?|categor\w*|findings?|grades?)\b", re.I)
-PATIENT_WORDS = re.compile(r"\b(?:patients?|subjects?|participants?|split by|group(?:ed)? by|"
-                           r"grouping)\b", re.I)
-
-
-
-
-
-
-
-
-
-
-
-
-def _file_keys(images: list[Path], root: Path) -> dict[str, Path]:
-    """Lower-cased relative path, file name and stem -> file (first file wins); used by the box
-    and report tables."""
-    keys: dict[str, Path] = {}
-    for path in images:
-        rel = path.relative_to(root).as_posix()
-        stem = path.name.split(".")[0]
-        for key in (rel, path.name, stem):
-            keys.setdefault(key.lower(), path)
-    return keys
-
-
-# --------------------------------------------------------------------------- matching files
-def _name_forms(name: str) -> set[str]:
-    """A file name, without its suffix, and without everything after the first dot."""
-    forms = {name, name.split(".")[0]}
-    if name.endswith(".nii.gz"):
-        forms.add(name[:-7])
-    elif "." in name:
-        forms.add(name.rsplit(".", 1)[0])
-    return {f for f in forms if f}
-
-
-def _tokens(text: str) -> tuple[str, ...]:
-    return tuple(t for t in TOKEN_SPLIT.split(text) if t)
-
-
-class IdMatcher:
-    """Which image file(s) a table cell names.
-
-    Exact forms are tried first: the relative path from the dataset folder or its longest
-    unambiguous trailing part, the file name, the stem — or a folder of slices. Then, for IDs,
-    a run of the file stem's tokens (``I12345`` -> ``ADNI_002_S_0295_I12345.pt``; ``case7`` ->
-    ``case7_view1.png`` and ``case7_view2.png``). A name several files share is refused unless
-    more of the path tells them apart.
-    """
-
-    def __init__(self, images: list[Path], root: Path):
-        self.root = root
-        self.images = images
-        self._exact: dict[str, Path | None] = {}   # None: several files share the key
-        self._dirs: dict[str, Path | None] = {}
-        folders = set()
-        prefix = os.path.join(str(root), "")  # string slicing: relative_to is slow at 100k files
-        for path in images:
-            text = str(path)
-            rel = text[len(prefix):].replace(os.sep, "/") if text.startswith(prefix) else \
-                path.relative_to(root).as_posix()
-            parts = rel.lower().split("/")
-            head_forms = _name_forms(parts[-1])
-            for k in range(1, len(parts) + 1):
-                head = "/".join(parts[-k:-1])
-                for form in head_forms:
-                    self._add(self._exact, f"{head}/{form}" if head else form, path)
-            if len(parts) > 1:
-                folders.add(path.parent)
-        for folder in folders:
-            parts = folder.relative_to(root).as_posix().lower().split("/")
-            for k in range(1, len(parts) + 1):
-                self._add(self._dirs, "/".join(parts[-k:]), folder)
-        self._runs: dict[tuple[str, ...], list[Path]] | None = None
-
-    @staticmethod
-    def _add(table: dict, key: str, path: Path) -> None:
-        if key in table and table[key] != path:
-            table[key] = None
-        else:
-            table.setdefault(key, path)
-
-    @staticmethod
-    def _normal(value: str) -> str:
-        text = value.strip().strip("'\"").replace("\\", "/").lower()
-        text = re.sub(r"^(?:\./)+", "", text)
-        return text.strip("/")
-
-    def exact(self, value: object) -> Path | None:
-        """The one file (or slice folder) the cell names by path, name or stem; else None."""
-        if not isinstance(value, str) or not value or len(value) > 1000:
-            return None
-        quick = self._exact.get(value.lower(), False)  # most cells: a plain name or stem
-        if quick is not False:
-            return quick
-        parts = [p for p in self._normal(value).split("/") if p and p != "."]
-        for table in (self._exact, self._dirs):
-            for k in range(len(parts), 0, -1):
-                key = "/".join(parts[-k:])
-                if key in table:
-                    return table[key]   # None when ambiguous: a shorter part is too
-        return None
-
-    def _run_index(self) -> dict[tuple[str, ...], list[Path]]:
-        if self._runs is None:
-            runs: dict[tuple[str, ...], list[Path]] = defaultdict(list)
-            for path in self.images:
-                stem = path.name.lower()
-                stem = stem[:-7] if stem.endswith(".nii.gz") else stem.rsplit(".", 1)[0]
-                tokens = _tokens(stem)
-                seen = set()
-                for i in range(len(tokens)):
-                    for j in range(i + 1, min(len(tokens), i + MAX_TOKENS) + 1):
-                        if tokens[i:j] not in seen:
-                            seen.add(tokens[i:j])
-                            runs[tokens[i:j]].append(path)
-            self._runs = dict(runs)
-        return self._runs
-
-    def by_id(self, value: object) -> list[Path]:
-        """Files whose stem holds the cell as a whole run of tokens (an ID)."""
-        if not isinstance(value, str):
-            return []
-        text = self._normal(value).rsplit("/", 1)[-1]
-        tokens = _tokens(text)
-        if not tokens or len(tokens) > MAX_TOKENS or (text.isdigit() and len(text) < 3):
-            return []
-        return self._run_index().get(tokens, [])
-
-    def find(self, value: object, use_ids: bool) -> list[Path]:
-        hit = self.exact(value)
-        if hit is not None:
-            return [hit]
-        return self.by_id(value) if use_ids else []
-
-
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------- one table
-def _code(value: str) -> str:
-    return str(int(float(value))) if CODE.match(value) else value
-
-
-def _distinct(rows: list[dict], column: str) -> set:
-    return {json.dumps(r.get(column, "")) for r in rows}
-
-
-def _is_binary(rows: list[dict], column: str) -> bool:
-    values = {str(r.get(column, "")).lower() for r in rows}
-    return values <= BINARY_CELLS and bool(values & TRUE_CELLS)
-
-
-def _mentioned(description: str, rows: list[dict], column: str) -> int:
-    """How many of the column's values the description names as words (class names)."""
-    if not description:
-        return 0
-    values = {v for r in rows for v in ([r.get(column, "")] if isinstance(r.get(column, ""), str)
-                                        else r.get(column, [])) if v and not CODE.match(v)}
-    if len(values) > 50:
-        return 0
-    return sum(bool(re.search(r"(?<![\w])" + re.escape(v) + r"(?![\w])", description, re.I))
-               for v in values)
-
-
-def _label_like(rows: list[dict], column: str) -> bool:
-    """Short words or integer codes, not URLs, paths, dates or measurements."""
-    values = [v for r in rows for v in ([r.get(column, "")] if isinstance(r.get(column, ""), str)
-                                        else r.get(column, [])) if v]
-    return bool(values) and all(len(v) <= 40 and not re.search(r"[/\\]|://|^\d+[-:]\d+", v)
-                                and (CODE.match(v) or not re.match(r"^-?[\d.]+$", v))
-                                for v in values)
-
-
-def _hits(values: list, matcher: IdMatcher, use_ids: bool) -> tuple[int, int]:
-    files: set[Path] = set()
-    rows = 0
-    for value in values:
-        found = matcher.find(value, use_ids)
-        rows += bool(found)
-        files.update(found)
-    return rows, len(files)
-
-
-def _choose_image_column(columns: list[str], rows: list[dict], matcher: IdMatcher,
-                         num_images: int) -> tuple[str, bool] | None:
-    """(column, use_ids): the column naming the most files — by path/name/stem if any column
-    does, else by ID. Half the rows must name a file, or half the files must be named (a big
-    table of which only some images were downloaded)."""
-    probe = rows[:PROBE_ROWS]
-    for use_ids in (False, True):
-        scored = []
-        for column in columns:
-            values = [r.get(column, "") for r in probe]
-            if use_ids and len({json.dumps(v) for v in values}) < 0.5 * len(values):
-                continue  # IDs of images are (nearly) unique per row
-            scored.append((*_hits(values, matcher, use_ids), column))
-        if not scored:
-            continue
-        hit_rows, files, best = max(scored, key=lambda s: s[:2])
-        if hit_rows >= 2 and (hit_rows >= 0.5 * len(probe) or files >= 0.5 * num_images):
-            return best, use_ids
-        if len(rows) > len(probe):  # inconclusive on the first rows: count over every row
-            hit = [c for n, _, c in scored if n] or [c for _, _, c in scored]
-            full = [(*_hits([r.get(c, "") for r in rows[:200_000]], matcher, use_ids), c)
-                    for c in hit]
-            hit_rows, files, best = max(full, key=lambda s: s[:2])
-            if hit_rows >= 2 and files >= 0.5 * num_images:
-                return best, use_ids
-    return None
-
-
-def _plan_labels(columns: list[str], rows: list[dict], exclude: set[str], description: str,
-                 matcher: IdMatcher) -> dict | None:
-    """How the labels are held: {"form": "column"|"one_hot", "columns": [...]}."""
-    probe = rows[:PROBE_ROWS]
-    candidates = [c for c in columns if c not in exclude]
-    file_columns = {c for c in candidates
-                    if sum(matcher.exact(r.get(c, "")) is not None for r in probe) >=
-                    0.5 * len(probe)}
-    candidates = [c for c in candidates if c not in file_columns]  # mask paths are not labels
-    if not candidates:
-        return None
-    binary = [c for c in candidates if _is_binary(probe, c)]
-    exactly_one = all(sum(str(r.get(c, "")).lower() in TRUE_CELLS for c in binary) == 1
-                      for r in probe) if binary else False
-    one_hot = len(binary) >= 3 or (len(binary) == 2 and exactly_one)
-    described = described_column(description, candidates, LABEL_WORDS)
-    if described and len(_distinct(probe, described)) > 1 and \
-            not (one_hot and described in binary):  # naming one of the 0/1 columns
-        return {"form": "column", "columns": [described]}
-    if one_hot:
-        return {"form": "one_hot", "columns": binary}
-    named = [c for c in candidates if LABEL_NAME.search(c) and len(_distinct(probe, c)) > 1]
-    # the column whose values the description names as classes, then a text label column
-    # before a 0/1 flag
-    named.sort(key=lambda c: (-_mentioned(description, probe, c), c in binary))
-    if named:
-        return {"form": "column", "columns": [named[0]]}
-    if file_columns:
-        return None  # image + mask paths: a segmentation table, not labels
-    few = [c for c in candidates if 1 < len(_distinct(probe, c)) <= 50 and
-           not NOT_A_LABEL.search(c) and _label_like(probe, c)]
-    few.sort(key=lambda c: (-_mentioned(description, probe, c), len(_distinct(probe, c))))
-    return {"form": "column", "columns": [few[0]]} if few else None
-
-
-def _patient_column(columns: list[str], rows: list[dict], exclude: set[str],
-                    description: str = "") -> str | None:
-    """A column named like a patient key (``Patient ID``, ``Subject``); with a description,
-    else the column it names next to "patient" / "subject" / "split by"."""
-    probe = rows[:PROBE_ROWS]
-    options = [c for c in columns if c not in exclude and len(_distinct(probe, c)) > 1]
-    named = [c for c in options if PATIENT_NAME.search(c) and not NOT_PATIENT_KEY.search(c)]
-    named.sort(key=lambda c: not re.search(r"id\b|key|no\b|number|code", c, re.I))
-    if named:
-        return named[0]
-    return described_column(description, options, PATIENT_WORDS, window=40) if description \
-        else None
-
-
-def _split_column(columns: list[str], rows: list[dict]) -> str | None:
-    for column in columns:
-        if SPLIT_COLUMN.match(column.strip()):
-            values = [str(r.get(column, "")).strip().lower() for r in rows]
-            mapped = [v for v in values if v in SPLIT_VALUES]
-            if len(mapped) >= 0.9 * len(values) and {"train", "training"} & set(mapped):
-                return column
-    return None
-
-
-def _row_labels(row: dict, plan: dict, multi: bool, names: dict[str, str]) -> list[str] | None:
-    """The row's labels ([] = a negative in multi-label data), or None when it has none."""
-    if plan["form"] == "one_hot":
-        labels = [c for c in plan["columns"] if str(row.get(c, "")).lower() in TRUE_CELLS]
-        if multi:
-            return [c for c in labels if c.lower() not in NEGATIVES]
-        return labels if len(labels) == 1 else None
-    cell = row.get(plan["columns"][0], "")
-    raw = cell if isinstance(cell, list) else [v for v in SEPARATORS.split(cell) if v] if multi \
-        else ([cell] if cell else [])
-    raw = [names.get(_code(v), _code(v)) for v in raw]
-    if multi:
-        return [v for v in raw if v.lower() not in NEGATIVES]
-    return raw[:1] or None
-
-
 def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
                     description: str) -> dict | None:
     try:
@@ -364,18 +65,18 @@ def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
     lower = {c.lower() for c in columns}
     if any(set(box) <= lower for box in BOX_COLUMNS) or "impression" in lower:
         return None  # a box table (detection) or a report table
-    chosen = _choose_image_column(columns, rows, matcher, num_images)
+    chosen = choose_image_column(columns, rows, matcher, num_images)
     if chosen is None:
         return None
     image_col, use_ids = chosen
-    split_col = _split_column([c for c in columns if c != image_col], rows)
-    patient_col = _patient_column(columns, rows, {image_col, split_col})
-    plan = _plan_labels(columns, rows, {image_col, split_col, patient_col}, description, matcher)
+    split_col = split_column([c for c in columns if c != image_col], rows)
+    patient_col = patient_column(columns, rows, {image_col, split_col})
+    plan = plan_labels(columns, rows, {image_col, split_col, patient_col}, description, matcher)
     if plan is None:
         return None
     if patient_col is None:  # only now: the description never turns the labels into patients
-        patient_col = _patient_column(columns, rows, {image_col, split_col, *plan["columns"]},
-                                      description)
+        patient_col = patient_column(columns, rows, {image_col, split_col, *plan["columns"]},
+                                     description)
     label_col = plan["columns"][0]
     if plan["form"] == "one_hot":
         multi = any(sum(str(r.get(c, "")).lower() in TRUE_CELLS for c in plan["columns"]) != 1
@@ -397,7 +98,7 @@ def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
         if not paths:
             unmatched.append(f"{table.name} row {number}: {str(value)[:80]!r} names no image file")
             continue
-        labels = _row_labels(row, plan, multi, names)
+        labels = row_labels(row, plan, multi, names)
         if labels is None:
             unlabelled.append(f"{table.name} row {number}: no label")
             continue
@@ -413,7 +114,7 @@ def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
     if plan["form"] == "one_hot":
         order = [c for c in plan["columns"] if not (multi and c.lower() in NEGATIVES)]
     elif form == "codes":
-        order = [names.get(c, c) for c in sorted({_code(v) for v in values}, key=int)]
+        order = [names.get(c, c) for c in sorted({as_code(v) for v in values}, key=int)]
     else:
         order = []
     return {"table": table, "entries": entries, "unmatched": unmatched,
@@ -421,8 +122,6 @@ def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
             "label_columns": plan["columns"], "label_form": form, "multi_label": multi,
             "code_names": names, "patient_column": patient_col, "split_column": split_col,
             "table_split": table_split, "class_order": order}
-
-
 
 
 def read_label_table(root: Path, images: list[Path], description: str = "") -> dict | None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.datasets.layouts.boxes import scan_boxes
-from core.datasets.layouts.masks import IMAGE_DIRS, MASK_DIRS, classification_only, label_names, scan_masks
+from core.datasets.layouts.mask_labels import label_names
+from core.datasets.layouts.mask_pairing import IMAGE_DIRS, MASK_DIRS
+from core.datasets.layouts.masks import classification_only, scan_masks
 from core.datasets.layouts.reports import scan_reports
 from core.datasets.layouts.types import all_images
 

@@ -1,0 +1,126 @@
+"""Which image file(s) a label-table cell names: ``IdMatcher`` matches a cell to files by
+relative path (or its longest unambiguous trailing part), file name, stem, slice folder, or an
+ID that is a run of the file stem's tokens.
+
+May import: core.datasets.layouts.types (it needs nothing of the project today)."""
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from pathlib import Path
+
+TOKEN_SPLIT = re.compile(r"[_\-\s.]+")
+MAX_TOKENS = 6           # longest token run an ID may be (``ADNI_002_S_0295``)
+
+
+
+
+def _name_forms(name: str) -> set[str]:
+    """A file name, without its suffix, and without everything after the first dot."""
+    forms = {name, name.split(".")[0]}
+    if name.endswith(".nii.gz"):
+        forms.add(name[:-7])
+    elif "." in name:
+        forms.add(name.rsplit(".", 1)[0])
+    return {f for f in forms if f}
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(t for t in TOKEN_SPLIT.split(text) if t)
+
+
+class IdMatcher:
+    """Which image file(s) a table cell names.
+
+    Exact forms are tried first: the relative path from the dataset folder or its longest
+    unambiguous trailing part, the file name, the stem — or a folder of slices. Then, for IDs,
+    a run of the file stem's tokens (``I12345`` -> ``ADNI_002_S_0295_I12345.pt``; ``case7`` ->
+    ``case7_view1.png`` and ``case7_view2.png``). A name several files share is refused unless
+    more of the path tells them apart.
+    """
+
+    def __init__(self, images: list[Path], root: Path):
+        self.root = root
+        self.images = images
+        self._exact: dict[str, Path | None] = {}   # None: several files share the key
+        self._dirs: dict[str, Path | None] = {}
+        folders = set()
+        prefix = os.path.join(str(root), "")  # string slicing: relative_to is slow at 100k files
+        for path in images:
+            text = str(path)
+            rel = text[len(prefix):].replace(os.sep, "/") if text.startswith(prefix) else \
+                path.relative_to(root).as_posix()
+            parts = rel.lower().split("/")
+            head_forms = _name_forms(parts[-1])
+            for k in range(1, len(parts) + 1):
+                head = "/".join(parts[-k:-1])
+                for form in head_forms:
+                    self._add(self._exact, f"{head}/{form}" if head else form, path)
+            if len(parts) > 1:
+                folders.add(path.parent)
+        for folder in folders:
+            parts = folder.relative_to(root).as_posix().lower().split("/")
+            for k in range(1, len(parts) + 1):
+                self._add(self._dirs, "/".join(parts[-k:]), folder)
+        self._runs: dict[tuple[str, ...], list[Path]] | None = None
+
+    @staticmethod
+    def _add(table: dict, key: str, path: Path) -> None:
+        if key in table and table[key] != path:
+            table[key] = None
+        else:
+            table.setdefault(key, path)
+
+    @staticmethod
+    def _normal(value: str) -> str:
+        text = value.strip().strip("'\"").replace("\\", "/").lower()
+        text = re.sub(r"^(?:\./)+", "", text)
+        return text.strip("/")
+
+    def exact(self, value: object) -> Path | None:
+        """The one file (or slice folder) the cell names by path, name or stem; else None."""
+        if not isinstance(value, str) or not value or len(value) > 1000:
+            return None
+        quick = self._exact.get(value.lower(), False)  # most cells: a plain name or stem
+        if quick is not False:
+            return quick
+        parts = [p for p in self._normal(value).split("/") if p and p != "."]
+        for table in (self._exact, self._dirs):
+            for k in range(len(parts), 0, -1):
+                key = "/".join(parts[-k:])
+                if key in table:
+                    return table[key]   # None when ambiguous: a shorter part is too
+        return None
+
+    def _run_index(self) -> dict[tuple[str, ...], list[Path]]:
+        if self._runs is None:
+            runs: dict[tuple[str, ...], list[Path]] = defaultdict(list)
+            for path in self.images:
+                stem = path.name.lower()
+                stem = stem[:-7] if stem.endswith(".nii.gz") else stem.rsplit(".", 1)[0]
+                tokens = _tokens(stem)
+                seen = set()
+                for i in range(len(tokens)):
+                    for j in range(i + 1, min(len(tokens), i + MAX_TOKENS) + 1):
+                        if tokens[i:j] not in seen:
+                            seen.add(tokens[i:j])
+                            runs[tokens[i:j]].append(path)
+            self._runs = dict(runs)
+        return self._runs
+
+    def by_id(self, value: object) -> list[Path]:
+        """Files whose stem holds the cell as a whole run of tokens (an ID)."""
+        if not isinstance(value, str):
+            return []
+        text = self._normal(value).rsplit("/", 1)[-1]
+        tokens = _tokens(text)
+        if not tokens or len(tokens) > MAX_TOKENS or (text.isdigit() and len(text) < 3):
+            return []
+        return self._run_index().get(tokens, [])
+
+    def find(self, value: object, use_ids: bool) -> list[Path]:
+        hit = self.exact(value)
+        if hit is not None:
+            return [hit]
+        return self.by_id(value) if use_ids else []

@@ -1,0 +1,182 @@
+"""Pairing segmentation images with their masks: image/mask sibling folders (at the top, under
+split folders or one folder down; nnU-Net ``imagesTr/labelsTr``) paired by stem, by stem
+without a mask suffix, by case number or by BIDS subject; and masks named ``<image>_seg`` beside
+their images. Each pairing yields ``Case``s: one mask and its image channels.
+
+May import: core.datasets.layouts.common."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.datasets.layouts.common import SPLITS, split_of_path
+
+IMAGE_DIRS = ("images", "imagestr", "img", "image", "imgs", "volumes")
+MASK_DIRS = ("masks", "labelstr", "label", "labels", "mask", "segmentation_masks",
+             "segmentations", "segmentation", "seg", "gt", "ground_truth", "groundtruth")
+CHANNEL_SUFFIX = re.compile(r"[_-](?P<ch>\d{4}|t1c?e?|t1gd|t1n|t2w?|t2f|flair|adc|dwi|pd|ct|pet|"
+                            r"ch\d+)$", re.I)
+IMAGE_WORD = re.compile(r"[_-](?:img|image)$", re.I)
+MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_-](?:seg|segmentation|mask|masks|label|labels|gt|"
+                         r"annotation)$", re.I)
+ID_NOISE = re.compile(r"images|image|imgs|img|labels|label|masks|mask|segmentation|seg|gt|"
+                      r"volume|vol|[_\-\s.]", re.I)
+# BIDS names (VerSe: sub-verse004_ct.nii.gz + sub-verse004_seg-vert_msk.nii.gz): the subject
+# (and session) entities identify the case whatever the rest of the name says
+BIDS_KEY = re.compile(r"^(sub-[a-z0-9]+(?:_ses-[a-z0-9]+)?)(?=[_.]|$)", re.I)
+
+
+def stem_of(path: Path) -> str:
+    """The name without its image suffix (``.nii.gz`` whole; dots inside UIDs are kept)."""
+    name = path.name
+    if name.lower().endswith(".nii.gz"):
+        return name[:-7]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+@dataclass
+class Case:
+    key: str
+    mask: Path
+    split: str
+    channels: dict[str, Path] = field(default_factory=dict)
+
+
+def _subdirs(folder: Path) -> dict[str, Path]:
+    import os  # scandir: no Path and no stat per file, which matters in 100,000-file folders
+    with os.scandir(folder) as it:
+        names = sorted(e.name for e in it if not e.name.startswith(".") and e.is_dir())
+    return {name.lower(): folder / name for name in names}
+
+
+def _folder_sets(parent: Path, split: str) -> list[tuple[Path, Path | None, str]]:
+    """(image folder, mask folder or None, split) found directly in ``parent``."""
+    sub = _subdirs(parent)
+    if "imagestr" in sub:
+        labelled_test = "imagests" in sub and "labelsts" in sub
+        sets = [(sub["imagestr"], sub.get("labelstr"), "train" if labelled_test else split)]
+        if "imagests" in sub:
+            sets.append((sub["imagests"], sub.get("labelsts"), "test" if labelled_test else split))
+        return sets
+    image_dir = next((sub[n] for n in IMAGE_DIRS if n in sub), None)
+    mask_dir = next((sub[n] for n in MASK_DIRS if n in sub and sub[n] != image_dir), None)
+    return [(image_dir, mask_dir, split)] if image_dir else []
+
+
+def find_folder_sets(root: Path, depth: int = 1) -> list[tuple[Path, Path | None, str]]:
+    """Image/mask folder sets at the top, under split folders, or one folder down."""
+    sets = _folder_sets(root, "")
+    if any(mask for _, mask, _ in sets):
+        return sets
+    subs = _subdirs(root)
+    split_sets = [s for name, d in subs.items() if name in SPLITS
+                  for s in _folder_sets(d, SPLITS[name])]
+    if any(mask for _, mask, _ in split_sets):
+        return split_sets
+    if depth > 0:
+        for name, d in subs.items():
+            if name not in SPLITS:
+                inner = find_folder_sets(d, depth - 1)
+                if inner:
+                    return inner
+    return []
+
+
+def _norm_id(stem: str) -> str:
+    return ID_NOISE.sub("", stem).lower()
+
+
+def _rel_parent(path: Path, folder: Path) -> str:
+    return path.relative_to(folder).parent.as_posix().lower()
+
+
+def pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path],
+                root: Path) -> tuple[dict, list[Path], list[Path]]:
+    """Cases of one image/mask folder pair, images without a mask, masks without an image."""
+    masks = [p for p in images if mask_dir in p.parents]
+    by_key: dict[tuple[str, str], Path] = {}
+    ids: dict[tuple[str, str], list[Path]] = defaultdict(list)
+    for mask in masks:
+        rel, stem = _rel_parent(mask, mask_dir), stem_of(mask).lower()
+        by_key.setdefault((rel, stem), mask)
+        base = MASK_SUFFIX.match(stem)
+        if base:
+            by_key.setdefault((rel, base.group("base")), mask)
+        ids[(rel, _norm_id(stem))].append(mask)
+    unique_ids = {k: v[0] for k, v in ids.items() if len(v) == 1 and k[1]}
+    bids: dict[tuple[str, str], list[Path]] = defaultdict(list)
+    for mask in masks:
+        key = BIDS_KEY.match(stem_of(mask).lower())
+        if key:
+            bids[(_rel_parent(mask, mask_dir), key.group(1))].append(mask)
+    unique_bids = {k: v[0] for k, v in bids.items() if len(v) == 1}
+    cases: dict[tuple[str, str, str], Case] = {}
+    unpaired: list[Path] = []
+    used: set[Path] = set()
+    for path in sorted(p for p in images if image_dir in p.parents):
+        rel, stem = _rel_parent(path, image_dir), stem_of(path).lower()
+        found = None
+        for key, channel in ((stem, ""), (IMAGE_WORD.sub("", stem), "")):
+            if (rel, key) in by_key:
+                found = (by_key[(rel, key)], channel)
+                break
+        match = CHANNEL_SUFFIX.search(stem)
+        if found is None and match and (rel, stem[:match.start()]) in by_key:
+            found = (by_key[(rel, stem[:match.start()])], match.group("ch").lower())
+        if found is None and (rel, _norm_id(stem)) in unique_ids:
+            found = (unique_ids[(rel, _norm_id(stem))], "")
+        bids_key = BIDS_KEY.match(stem)
+        if found is None and bids_key and (rel, bids_key.group(1)) in unique_bids:
+            # the rest of the image name (ct, t1w, ...) names its channel
+            found = (unique_bids[(rel, bids_key.group(1))], stem[bids_key.end():].lstrip("_-"))
+        if found is None:
+            unpaired.append(path)
+            continue
+        mask, channel = found
+        split_here = split or split_of_path(path, root)
+        case = cases.setdefault((split_here, rel, str(mask)),
+                                Case(stem_of(mask), mask, split_here))
+        case.channels.setdefault(channel, path)
+        used.add(mask)
+    return cases, unpaired, [m for m in masks if m not in used]
+
+
+def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]]:
+    """Cases whose masks sit beside their images (``<case>_seg``), and images left over."""
+    by_folder: dict[Path, list[Path]] = defaultdict(list)
+    for path in images:
+        by_folder[path.parent].append(path)
+    cases: list[Case] = []
+    leftover: list[Path] = []
+    for folder, files in sorted(by_folder.items()):
+        masks: dict[str, Path] = {}
+        for path in files:
+            match = MASK_SUFFIX.match(stem_of(path))
+            if match:
+                masks.setdefault(match.group("base").lower(), path)
+        if not masks:
+            leftover.extend(files)
+            continue
+        here: dict[str, Case] = {}
+        mask_files = set(masks.values())
+        for path in sorted(files):
+            if path in mask_files:
+                continue
+            stem = stem_of(path).lower()
+            if stem in masks:
+                base, channel = stem, ""
+            else:
+                bases = [b for b in masks if stem.startswith(b) and len(stem) > len(b) + 1
+                         and stem[len(b)] in "_-"]
+                if not bases:
+                    leftover.append(path)
+                    continue
+                base = max(bases, key=len)
+                channel = stem[len(base) + 1:]
+            case = here.setdefault(base, Case(stem_of(masks[base])[:len(base)], masks[base],
+                                              split_of_path(path, root)))
+            case.channels.setdefault(channel, path)
+        cases.extend(here[b] for b in sorted(here))
+    return cases, leftover

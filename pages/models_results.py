@@ -1,0 +1,144 @@
+"""The Models page's Test results tab: the test-set metrics, each template's charts and
+per-class tables, and every test metric with its 95% confidence interval. Not a page itself
+(app.py lists the pages)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
+                                      diagnosis_rows, metric_table, report_comparison,
+                                      report_samples, rouge_l_gain, segmentation_rows)
+from pages.models_charts import (PLOT_CONFIG, bar_figure, comparison_figure, confusion_figure,
+                                 pr_figure, roc_figure)
+from pages.ui_common import fmt_num, metrics_row
+
+
+def ci_text(ci) -> str:
+    return f"{fmt_num(ci[0])} – {fmt_num(ci[1])}" if ci and len(ci) == 2 else "n/a"
+
+
+def show_diagnosis(report: dict, workspace: Path) -> None:
+    cm = report.get("confusion_matrix") or {}
+    cm_col, class_col = st.columns([3, 2], gap="large")
+    with cm_col:
+        if cm.get("labels") and cm.get("matrix"):
+            st.plotly_chart(confusion_figure(cm["labels"], cm["matrix"]), width="stretch",
+                            config=PLOT_CONFIG)
+        elif report.get("multi_label"):
+            st.caption("Multi-label model: each finding is decided on its own (probability "
+                       "≥ 0.5), so there is no single confusion matrix; see the per-finding "
+                       "table and ROC curves.")
+    with class_col:
+        st.markdown("**Per class**")
+        per_class = pd.DataFrame(diagnosis_rows(report))
+        if per_class.empty:
+            st.caption("No per-class results in the report.")
+        else:
+            st.dataframe(per_class, hide_index=True, width="stretch")
+            st.caption("Sensitivity and specificity treat each class in turn as 'positive' "
+                       "against all others.")
+    curves = diagnosis_roc(workspace)
+    if curves:
+        st.plotly_chart(roc_figure(curves), width="stretch", config=PLOT_CONFIG)
+        st.caption("From the test-set probabilities the model wrote (Logout/predictions.json) "
+                   "and the true labels in the test index. "
+                   + ("Two classes: the curve treats the second class as positive."
+                      if len(curves) == 1 and len(cm.get("labels") or []) == 2 else
+                      "One curve per class against all others."))
+    else:
+        st.caption("No ROC curve: the test predictions (Logout/predictions.json) are not "
+                   "available for this model.")
+
+
+def show_segmentation(report: dict) -> None:
+    rows = segmentation_rows(report)
+    if not rows:
+        st.caption("No per-class results in the report.")
+        return
+    st.markdown("**Per class** (mean over test cases; 95% bootstrap CI over cases)")
+    st.dataframe(pd.DataFrame([{"Class": r["Class"], "Dice": r["Dice"],
+                                "Dice 95% CI": ci_text(r["Dice CI"]),
+                                "HD95 (mm)": r["HD95 (mm)"],
+                                "HD95 95% CI": ci_text(r["HD95 CI"])} for r in rows]),
+                 hide_index=True, width="stretch",
+                 column_config={"Dice": st.column_config.NumberColumn(format="%.3f"),
+                                "HD95 (mm)": st.column_config.NumberColumn(format="%.2f")})
+    dice_col, hd_col = st.columns(2, gap="large")
+    with dice_col:
+        st.plotly_chart(bar_figure(rows, "Dice", "Dice CI", "Dice per class", "Dice (higher "
+                                   "is better)"), width="stretch", config=PLOT_CONFIG)
+    with hd_col:
+        st.plotly_chart(bar_figure(rows, "HD95 (mm)", "HD95 CI", "HD95 per class",
+                                   "HD95 in mm (lower is better)"), width="stretch",
+                        config=PLOT_CONFIG)
+    st.caption("HD95: the 95th percentile of the distances between predicted and true "
+               "boundaries, in mm (pixels for images without a spacing). A class missed "
+               "entirely counts as the image diagonal.")
+
+
+def show_detection(report: dict) -> None:
+    st.caption(f"{report.get('num_test', '?')} test images, {report.get('num_test_abnormal', '?')}"
+               f" with boxes, {report.get('num_gt_boxes', '?')} true boxes; a predicted box "
+               f"counts as found when it overlaps a true box with IoU ≥ "
+               f"{report.get('iou_threshold', 0.5):g}.")
+    curves = detection_curves(report)
+    if curves:
+        st.plotly_chart(pr_figure(curves, float(report.get("iou_threshold", 0.5))),
+                        width="stretch", config=PLOT_CONFIG)
+    else:
+        st.caption("No precision–recall curve: no class has both true boxes in the test set "
+                   "and boxes predicted by the model.")
+    rows = detection_rows(report)
+    if rows:
+        st.markdown("**Per class**")
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                     column_config={"AP@0.5": st.column_config.NumberColumn(format="%.3f")})
+
+
+def show_report_generation(report: dict) -> None:
+    comparison = report_comparison(report)
+    baseline = report.get("baseline") or {}
+    chart_col, text_col = st.columns([3, 2], gap="large")
+    with chart_col:
+        if comparison:
+            st.plotly_chart(comparison_figure(comparison), width="stretch", config=PLOT_CONFIG)
+    with text_col:
+        st.markdown("**Baseline:** always answer the most common training report "
+                    f"({baseline.get('train_count', '?')} of {baseline.get('num_train', '?')} "
+                    "training reports):")
+        st.text(baseline.get("report") or "(none)")
+        gain = rouge_l_gain(report)
+        verdict = "beats" if gain > 0 else "does not beat"
+        st.markdown(f"The model **{verdict}** the baseline on ROUGE-L "
+                    f"({gain:+.3f}; 95% CI of the gain "
+                    f"{ci_text((report.get('ci95') or {}).get('rouge_l_gain'))}).")
+    samples = report_samples(report)
+    if samples:
+        st.markdown("**Generated reports next to their references (test set)**")
+        st.table(pd.DataFrame(samples).set_index("Image"))
+
+
+def show_results(report: dict, template: str, workspace: Path) -> None:
+    """The tab's content for a model's report.json (``{}`` when it is missing)."""
+    sections = {"diagnosis": lambda r: show_diagnosis(r, workspace),
+                "segmentation": show_segmentation, "detection": show_detection,
+                "report_generation": show_report_generation}
+    if not report:
+        st.warning("The evaluation report for this model is missing, so no detailed results "
+                   "can be shown.", icon=":material/warning:")
+    else:
+        st.markdown("**Test-set performance**")
+        metrics_row(report.get("metrics", {}), report.get("ci95", {}))
+        show = sections.get(template or report.get("task", ""))
+        if show:
+            show(report)
+        with st.expander("All test metrics with 95% confidence intervals"):
+            st.dataframe(pd.DataFrame(metric_table(report)), hide_index=True, width="stretch",
+                         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in
+                                        ("Value", "95% CI low", "95% CI high")})
+            st.caption(f"Scored by `{report.get('evaluator', 'the system evaluator')}` on "
+                       f"{report.get('num_test', '?')} test cases; intervals from 1,000 "
+                       "bootstrap resamples of the test cases (fewer for reports).")

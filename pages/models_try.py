@@ -1,0 +1,160 @@
+"""The Models page's Try it on an image tab: upload an image, run the model on it (the model
+cached per job folder and weights) and show its class probabilities, mask, boxes or report.
+Not a page itself (app.py lists the pages)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core import RESEARCH_ONLY
+from core.viewing.inference import ACCEPTED_TEXT, MAX_UPLOAD_MB, predict_upload
+from core.viewing.model_loading import (InferenceError, load_model, model_files_missing,
+                                        preprocessing_config, training_images, weights_stamp)
+from core.viewing.prediction_views import (box_corners_on_slice, boxes_at_least, busiest_slice,
+                                           depth_of, first_box_slice, mask_sizes, middle_slice)
+from pages.models_charts import (COLOUR_NAMES, PLOT_CONFIG, boxes_figure, image_figure,
+                                 mask_figure, probabilities_figure)
+from pages.ui_common import md_escape
+
+
+@st.cache_resource(max_entries=2, show_spinner="Loading the model…")
+def cached_model(path: str, stamp: float):
+    return load_model(path)
+
+
+def slice_index(key: str, depth: int, default: int) -> int:
+    if depth <= 1:
+        return 0
+    return st.slider("Slice", 0, depth - 1, default, key=key,
+                     help="The volume is shown one slice (last axis) at a time.")
+
+
+def show_probabilities(pred) -> None:
+    names = list(pred.probabilities)
+    values = [pred.probabilities[n] for n in names]
+    best = int(np.argmax(values))
+    st.plotly_chart(probabilities_figure(names, values, best), width="stretch",
+                    config=PLOT_CONFIG)
+    if pred.multi_label:
+        found = [n for n, v in pred.probabilities.items() if v >= 0.5]
+        st.markdown("**Findings at probability ≥ 0.5:** " + (", ".join(map(md_escape, found))
+                                                              if found else "none"))
+        st.caption("Multi-label model: one independent probability per finding.")
+    else:
+        st.markdown(f"**Most likely class:** {md_escape(names[best])} ({values[best]:.3f})")
+        st.caption("The probabilities sum to 1 over the classes the model knows; an image of "
+                   "something else still gets one of them.")
+
+
+def show_mask(pred, key: str) -> None:
+    mask, image = pred.mask, pred.image
+    depth = depth_of(image)
+    k = slice_index(f"{key}-slice", depth, busiest_slice(mask, depth))
+    img2d, mask2d = (image[..., k], mask[..., k]) if depth > 1 else (image, mask)
+    image_col, mask_col = st.columns(2, gap="large")
+    with image_col:
+        st.plotly_chart(image_figure(img2d, "Uploaded image"), width="stretch",
+                        config=PLOT_CONFIG)
+    fig = mask_figure(img2d, mask2d, pred.classes)
+    with mask_col:
+        st.plotly_chart(fig, width="stretch", config=PLOT_CONFIG)
+    unit, sizes = mask_sizes(mask, pred.spacing, len(pred.classes))
+    st.dataframe(pd.DataFrame([{"Class": name,
+                                "Colour": COLOUR_NAMES[(c - 1) % len(COLOUR_NAMES)],
+                                f"Size ({unit})": size}
+                               for c, (name, size) in enumerate(zip(pred.classes, sizes),
+                                                                start=1)]),
+                 hide_index=True, width="stretch")
+
+
+def show_boxes(pred, key: str) -> None:
+    image = pred.image
+    dims = image.ndim
+    threshold = st.slider("Show boxes with a score of at least", 0.0, 1.0, 0.5, 0.05,
+                          key=f"{key}-score")
+    kept = boxes_at_least(pred.boxes, threshold)
+    depth = depth_of(image)
+    k = slice_index(f"{key}-slice", depth, first_box_slice(kept, dims, depth))
+    fig = boxes_figure(image[..., k] if dims == 3 else image,
+                       box_corners_on_slice(kept, dims, k), pred.classes)
+    st.plotly_chart(fig, width="stretch", config=PLOT_CONFIG)
+    if kept:
+        st.dataframe(pd.DataFrame([{"Label": b["label"], "Score": round(b["score"], 3),
+                                    "Box (corners, pixels)": ", ".join(f"{v:.0f}"
+                                                                       for v in b["box"])}
+                                   for b in kept]), hide_index=True, width="stretch")
+    else:
+        st.caption(f"No box scored {threshold:.2f} or more ({len(pred.boxes)} below it); "
+                   "lower the threshold to see weaker candidates.")
+
+
+def show_prediction(pred, key: str) -> None:
+    if pred.template == "diagnosis":
+        image_col, result_col = st.columns(2, gap="large")
+        with image_col:
+            img = pred.image
+            st.plotly_chart(image_figure(middle_slice(img),
+                                         "Uploaded image" + (" (middle slice)" if img.ndim == 3
+                                                             else "")),
+                            width="stretch", config=PLOT_CONFIG)
+        with result_col:
+            show_probabilities(pred)
+    elif pred.template == "segmentation":
+        show_mask(pred, key)
+    elif pred.template == "detection":
+        show_boxes(pred, key)
+    else:
+        image_col, text_col = st.columns(2, gap="large")
+        with image_col:
+            st.plotly_chart(image_figure(middle_slice(pred.image), "Uploaded image"),
+                            width="stretch", config=PLOT_CONFIG)
+        with text_col:
+            st.markdown("**Generated report**")
+            st.text(pred.text or "(the model generated no text)")
+    st.caption(RESEARCH_ONLY)
+
+
+def show_try(model_id, workspace: Path, home: Path) -> None:
+    """The tab's content for the model with store id ``model_id`` in its job folder; uploads
+    are kept under ``home`` only while the model runs."""
+    problem = model_files_missing(workspace)
+    if problem:
+        st.info(f"This model cannot be run here: {problem}.", icon=":material/info:")
+        return
+    config = preprocessing_config(workspace)
+    st.caption("Run the model on one image of your own. It is preprocessed exactly as the "
+               "training images were (the model's own dataloader and the settings below), "
+               "kept only for the prediction in a temporary folder of the M3Builder home, "
+               "and never sent anywhere.")
+    trained_on = training_images(workspace)
+    if trained_on:
+        st.markdown(f"**Trained on:** {md_escape(trained_on)}. Upload the same kind of "
+                    "image: the model knows nothing else.")
+    with st.expander("Preprocessing used (the model's own)"):
+        st.json(config)
+    key = f"upload-{model_id}"
+    uploaded = st.file_uploader(
+        f"Image ({ACCEPTED_TEXT}; several files only as the DICOM slices of one series)",
+        accept_multiple_files=True, key=key, max_upload_size=MAX_UPLOAD_MB,
+        help=f"At most {MAX_UPLOAD_MB} MB.")
+    if uploaded:
+        files = [(f.name, f.getvalue()) for f in uploaded]
+        signature = (model_id, tuple((f.name, f.size, f.file_id) for f in uploaded))
+        last = st.session_state.get("models-last-prediction")
+        if last and last[0] == signature:
+            outcome = last[1]
+        else:
+            try:
+                model = cached_model(str(workspace), weights_stamp(workspace))
+                with st.spinner("Running the model…"):
+                    outcome = predict_upload(model, home, files)
+            except InferenceError as exc:
+                outcome = exc
+            st.session_state["models-last-prediction"] = (signature, outcome)
+        if isinstance(outcome, InferenceError):
+            st.error(f"{outcome}", icon=":material/error:")
+        else:
+            show_prediction(outcome, key)
