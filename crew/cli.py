@@ -28,7 +28,8 @@ def _print(data: dict, as_json: bool) -> None:
         return
     for key, value in data.items():
         if value not in (None, [], {}, ""):
-            print(f"{key}: {json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
+            print(f"{key}: "
+                  f"{json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
 
 
 def cmd_register(args) -> int:
@@ -74,7 +75,8 @@ def _ask_approval(store, job_id: str) -> None:
     job = store.job(job_id)
     plan = json.loads(open(f"{job['workspace']}/plan.json").read())
     print("\nPlan:\n" + json.dumps({k: plan.get(k) for k in ("dataset", "task", "model", "metric",
-                                   "split", "time_budget_s", "reasons")}, indent=2), file=sys.stderr)
+                                                             "split", "time_budget_s", "reasons")},
+                                   indent=2), file=sys.stderr)
     answer = input("Approve this plan and start training? [y/N] ").strip().lower()
     set_approval(store, job_id, "approved" if answer in ("y", "yes") else "cancelled")
 

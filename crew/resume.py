@@ -1,10 +1,11 @@
 """Resume a stopped or failed job's training from its newest checkpoint.
 
-``core.jobs.lifecycle.prepare_resume`` sets ``"resume": true`` in the job's train_config.json and queues
-the job; ``python -m crew.worker JOB --resume`` then runs :class:`ResumeRunner`: the plan, index
-and dataloader of the first run are reused once their gates pass again (the dataset folder may
-have moved since), and the Model Trainer runs ``run_training`` (the template continues from the
-newest checkpoint) and ``evaluate_model`` with the same tools, logging and gate as a first run.
+``core.jobs.lifecycle.prepare_resume`` sets ``"resume": true`` in the job's train_config.json and
+queues the job; ``python -m crew.worker JOB --resume`` then runs :class:`ResumeRunner`: the plan,
+index and dataloader of the first run are reused once their gates pass again (the dataset folder
+may have moved since), and the Model Trainer runs ``run_training`` (the template continues from
+the newest checkpoint) and ``evaluate_model`` with the same tools, logging and gate as a first
+run.
 Both modes run this step deterministically: the training configuration was decided in the
 first run, so no LLM is asked again.
 """

@@ -189,7 +189,8 @@ class JobRunner:
         result = self.result()
         self.store.update_job(job_id, status=result["status"], finished_at=time.time(),
                               error=self.error, result=result, stage="")
-        self.ctx.event("System", "info", tool="end", result=f"{result['status']} {self.error}"[:400],
+        self.ctx.event("System", "info", tool="end",
+                       result=f"{result['status']} {self.error}"[:400],
                        ok=result["status"] in ("succeeded", "no_dataset"))
         return result
 

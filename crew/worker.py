@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job_id")
     parser.add_argument("--home")
     parser.add_argument("--resume", action="store_true",
-                        help="train again from the newest checkpoint (core.jobs.lifecycle.prepare_resume)")
+                        help="train again from the newest checkpoint "
+                             "(core.jobs.lifecycle.prepare_resume)")
     args = parser.parse_args(argv)
     if args.resume:
         from crew.resume import resume_job as run_job

@@ -11,8 +11,8 @@ from core.datasets.catalog import find_entry, load_catalog
 from core.jobs.workspace import JobWorkspace
 from core.jobs.lifecycle import JobError, create_job, is_finished, set_approval
 from core.planning.plan_edits import (LIMITS, PlanEditError, current_values, dataset_choices,
-                             edit_plan, engine_choices, network_choices, planned_epochs,
-                             user_edits)
+                                      edit_plan, engine_choices, network_choices, planned_epochs,
+                                      user_edits)
 from crew.stages import STAGES
 from pages.ui_common import (context, elapsed, fmt_duration, fmt_when, job_result, md_escape,
                              metrics_row, read_json)

@@ -1,6 +1,7 @@
 """Settings: the language model and where its key comes from, the home folder, upload limits.
 
-Non-secret settings are saved in ``<home>/settings.json`` (core.config.user_settings); keys never are.
+Non-secret settings are saved in ``<home>/settings.json`` (core.config.user_settings); keys never
+are.
 """
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import streamlit as st
 
 from core import RESEARCH_ONLY
 from core.config.user_settings import (AUTOPILOT, UPLOAD_BOUNDS, UPLOAD_DEFAULTS, UPLOAD_LABELS,
-                                SettingsError, default_key_env, key_status, load_saved,
-                                save_settings)
+                                       SettingsError, default_key_env, key_status, load_saved,
+                                       save_settings)
 from crew.llm import describe
 from runtime import landlock
 from pages.ui_common import context, md_escape

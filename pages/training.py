@@ -14,8 +14,9 @@ import streamlit as st
 
 from core.jobs import launcher
 from core.store.curves import MAX_POINTS, JobCurves, chart_groups, training_progress
-from core.jobs.lifecycle import (RESUMABLE_STATUSES, JobError, is_finished, job_logs, prepare_resume,
-                       request_stop, resume_problem, role_timeline, tail_file)
+from core.jobs.lifecycle import (RESUMABLE_STATUSES, JobError, is_finished, job_logs,
+                                 prepare_resume, request_stop, resume_problem, role_timeline,
+                                 tail_file)
 from core.viewing.system_stats import fmt_bytes, process_tree, system_stats
 from crew.stages import STAGES
 from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, fmt_when, read_json

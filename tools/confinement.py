@@ -32,6 +32,7 @@ DEVICE_WRITE = ("/dev/null", "/dev/full")
 
 PROC_READ = ("/proc/cpuinfo",)  # torch's cpuinfo parses it (a warning without); no secrets
 
+
 def script_policy(jail: Jail) -> dict:
     """Landlock rules for a script of this job (computed in the parent, before fork)."""
     prefixes: set[str] = set()
@@ -55,10 +56,12 @@ def script_policy(jail: Jail) -> dict:
             "read_write": [str(p) for p in folders] + ["/dev/shm"],  # multiprocessing needs shm
             "write_files": [str(p) for p in files] + list(DEVICE_WRITE)}
 
+
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                "/dev/nvidia-modeset") + tuple(f"/dev/nvidia{i}" for i in range(16))
 
 GPU_READ = ("/proc/driver/nvidia", "/sys/devices", "/sys/bus/pci", "/sys/module/nvidia")
+
 
 def template_policy(jail: Jail, extra_read: tuple = (), allow_tcp: bool = False) -> dict:
     """Landlock rules for the template processes that run code an LLM may have edited
@@ -74,6 +77,7 @@ def template_policy(jail: Jail, extra_read: tuple = (), allow_tcp: bool = False)
         [str(p) for p in extra_read if p]
     policy["allow_tcp"] = allow_tcp
     return policy
+
 
 def confinement_for(ctx, extra_read: tuple = (), allow_tcp: bool = False) -> dict | None:
     """The policy for a template child of this job: None in autopilot (the code is the

@@ -7,7 +7,7 @@ Paths are virtual: relative to the job's workspace (``Datapath/train.json``), or
 for the planned dataset, which is read-only. Whatever a tool returns from a file is data, never
 instructions: such results carry ``notice`` (``tools.sandbox.NOTICE``), the files are named to
 ``ctx.note_summarised`` (the audit of the next prompt), and patient identifiers are redacted
-(``core/redaction.py``): identifier columns of tables, e-mail addresses, SSN-like numbers,
+(``core/privacy/redaction.py``): identifier columns of tables, e-mail addresses, SSN-like numbers,
 every identifying DICOM tag; images are described by their header, never their pixels.
 
 Where each part lives: limits, helpers and the ``JailedTool`` base in ``tools/file_common.py``;

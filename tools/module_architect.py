@@ -86,12 +86,14 @@ class WriteDataloader(M3Tool):
         if not source.exists():
             raise ToolError(f"no dataloader template for {template!r}")
         if not (ws.train_index).exists():
-            raise ToolError("Datapath/train.json is missing: the Data Engineer builds the index first")
+            raise ToolError("Datapath/train.json is missing: "
+                            "the Data Engineer builds the index first")
         train = json.loads((ws.train_index).read_text())
         test = json.loads((ws.test_index).read_text())
         if image_size and (len(image_size) not in (2, 3) or
                            any(not 8 <= s <= 1024 for s in image_size)):
-            raise ToolError(f"image_size must have 2 or 3 sides between 8 and 1024, got {image_size}")
+            raise ToolError("image_size must have 2 or 3 sides between 8 and 1024, "
+                            f"got {image_size}")
         entry = find_entry(self.ctx.settings, plan.get("dataset") or "")
         # pickled volumes are read only when the datacard allows it (unpickling runs code)
         allow_pickle = bool(entry and entry.card.allow_pickle)
@@ -123,7 +125,7 @@ class ValidateDataloader(M3Tool):
         if not ws.dataloader.exists():
             raise ToolError("Datapath/dataloader.py is missing: call write_dataloader first")
         template = self.ctx.plan().get("template", "")
-        # in LLM mode the dataloader may be the LLM's code: run it confined (tools/scripts.py)
+        # in LLM mode the dataloader may be the LLM's code: run it confined (tools/confinement.py)
         run = run_module(f"ml_templates.{template}.check_dataloader",
                          ["--datapath", str(ws.datapath)], ws.dataloader_check_log,
                          timeout_s=900, confine=confinement_for(self.ctx),

@@ -6,11 +6,11 @@
   variables) plus ``M3B_WORKSPACE``, ``M3B_DATASET_DIR`` (the planned dataset's real folder, so a
   script can write absolute image paths into index files), and ``TMPDIR``/``HOME`` pointing to
   ``<workspace>/.tmp``.
-* Landlock (``runtime/landlock.py``, see ``tools.confinement.script_policy``): read-only Python, system libraries,
-  the repository's package folders and the dataset; read-write the workspace folders an agent
-  may write (not ``Logout/``, not the system's files); no ``/proc`` (only ``/proc/cpuinfo``),
-  no TCP, and where the kernel allows, a new empty network namespace (no UDP either). Without
-  Landlock a script is refused unless ``M3B_ALLOW_UNCONFINED_SCRIPTS=1``.
+* Landlock (``runtime/landlock.py``, see ``tools.confinement.script_policy``): read-only Python,
+  system libraries, the repository's package folders and the dataset; read-write the workspace
+  folders an agent may write (not ``Logout/``, not the system's files); no ``/proc`` (only
+  ``/proc/cpuinfo``), no TCP, and where the kernel allows, a new empty network namespace (no UDP
+  either). Without Landlock a script is refused unless ``M3B_ALLOW_UNCONFINED_SCRIPTS=1``.
 * Bounded: a timeout (default 120 s, at most 1800) kills the whole process group; the output
   kept is the first ``HEAD_CHARS`` and the last ``TAIL_CHARS`` characters.
 * ``background=True`` returns a handle; ``script_status(job_id, handle)`` reports on it and
@@ -43,14 +43,6 @@ TAIL_CHARS = 4000
 MAX_ARGS = 64
 MAX_ARG_CHARS = 4096
 MAX_BACKGROUND = 4           # running background scripts per job
-
-
-
-
-
-
-
-
 
 
 class _Output:

@@ -11,7 +11,6 @@ from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 
 
-
 class ListDatacards(M3Tool):
     name: str = "list_datacards"
     description: str = ("List every registered dataset's datacard (name, task, modality, anatomy, "

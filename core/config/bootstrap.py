@@ -1,6 +1,9 @@
 """Process-wide set-up every entry point goes through (app, CLI, workers, templates, tests).
 
-Importing :mod:`core` runs :func:`apply` once. It:
+Importing :mod:`core` does not run it: each entry point calls :func:`apply` itself (``app.py``,
+``python -m crew`` and the job worker through the ``crew`` package, ``bench.scan_scale``'s
+measuring child, and every template child, which starts as ``python -m core.config.launch
+MODULE``). It runs once per process. It:
 
 * turns off the stack's hidden network calls (CrewAI telemetry, OpenTelemetry, litellm's price
   map download), unless the user set those variables themselves;

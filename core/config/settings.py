@@ -6,7 +6,8 @@
     <home>/demo/                 generated demo datasets
     <home>/datasets/             default parent for the paper's datasets (their cards point here)
     <home>/datasets/uploads/     datasets uploaded as zip files (core.datasets.uploads)
-    <home>/settings.json         what the Settings page saved (non-secret; core.config.user_settings)
+    <home>/settings.json         what the Settings page saved (non-secret;
+                                 core.config.user_settings)
 
 The repository's own ``datacards/`` folder holds the built-in example cards (read-only).
 

@@ -6,8 +6,9 @@ the upload limits. API keys themselves are never accepted, stored or logged: a v
 like a key is refused with a message saying where keys go (an environment variable, or
 ``.streamlit/secrets.toml``, whose top-level entries Streamlit copies into the environment).
 
-Precedence (core.config.settings.get_settings): a command-line argument (``--llm``) > the environment
-(``M3B_LLM``, ``M3B_LLM_BASE_URL``, ``M3B_LLM_KEY_ENV``) > ``<home>/settings.json`` > defaults.
+Precedence (core.config.settings.get_settings): a command-line argument (``--llm``) > the
+environment (``M3B_LLM``, ``M3B_LLM_BASE_URL``, ``M3B_LLM_KEY_ENV``) > ``<home>/settings.json`` >
+defaults.
 The home folder itself comes from ``--home`` > ``$M3B_HOME`` > ``~/.m3builder`` (it cannot be
 kept inside itself).
 """

@@ -1,7 +1,7 @@
 """DICOM files under a folder, grouped into series, from their headers only.
 
 A 3D DICOM image is a *series*: the files sharing a ``SeriesInstanceUID``, one slice each,
-stacked by position along the slice normal (``core.imaging.image_io.slice_order``; file
+stacked by position along the slice normal (``core.imaging.dicom.slice_order``; file
 names never decide the order). Headers are read with ``stop_before_pixels`` and only the tags
 listed in ``HEADER_TAGS``, so grouping thousands of files reads a few KB of each. Files that
 are not DICOM are skipped with a reason, never an error.
@@ -21,7 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.imaging.image_io import ImageReadError, is_dicom_file, slice_order
+from core.imaging.dicom import slice_order
+from core.imaging.refs import ImageReadError, is_dicom_file
 from core.datasets.datacards import write_json_atomic
 
 

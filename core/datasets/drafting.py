@@ -92,7 +92,7 @@ def tasks_for_layout(layout: str, task: str = "") -> list[str]:
 class Draft:
     """A scanned folder and its drafted card; nothing has been saved."""
     card: Datacard
-    scan: object  # core.datasets.layouts.dispatch.ScanResult
+    scan: object  # core.datasets.layouts.types.ScanResult
     tasks: list[str]
 
     def facts(self) -> dict:

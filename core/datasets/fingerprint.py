@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from core.imaging.image_io import (ARRAY_SUFFIXES, ELEMENT_RE, MANIFEST_SUFFIX, PICKLE_SUFFIXES,
-                                   RASTER_SUFFIXES, array_layout, is_dicom_file, natural_key,
-                                   parse_ref, read_image, read_manifest, suffix_of)
+from core.imaging.arrays import array_layout
+from core.imaging.image_io import read_image
+from core.imaging.refs import (ARRAY_SUFFIXES, ELEMENT_RE, MANIFEST_SUFFIX, PICKLE_SUFFIXES,
+                               RASTER_SUFFIXES, is_dicom_file, natural_key, parse_ref,
+                               read_manifest, suffix_of)
 
 
 def _npz_member_shape(path: Path, key: str) -> list[int] | None:
@@ -28,7 +30,8 @@ def _npz_member_shape(path: Path, key: str) -> list[int] | None:
 
 def _array_shape(ref: str, allow_pickle: bool) -> tuple[list[int], int] | None:
     """(spatial shape, channels) of an array file or of an element ``file::key[i]`` (the
-    layout rule of image_io); .npy/.npz from headers, .pt and allowed pickles loaded."""
+    layout rule of core.imaging.arrays.array_layout); .npy/.npz from headers, .pt and allowed
+    pickles loaded."""
     import numpy as np
 
     match = ELEMENT_RE.match(ref)
@@ -130,7 +133,8 @@ def fingerprint(image_paths: list, max_probe: int = 50, allow_pickle: bool = Fal
     shapes = [s for s, _ in probes if len(s) == ndim]
     median = [int(statistics.median(axis)) for axis in zip(*shapes)]
     return {"probed": len(probes), "spatial_dims": ndim, "median_shape": median,
-            "min_shape": [min(a) for a in zip(*shapes)], "max_shape": [max(a) for a in zip(*shapes)],
+            "min_shape": [min(a) for a in zip(*shapes)],
+            "max_shape": [max(a) for a in zip(*shapes)],
             "channels": statistics.mode(c for _, c in probes),
             "median_spacing": [round(statistics.median(a), 3) for a in zip(*spacings)]
             if spacings else None}
@@ -139,7 +143,8 @@ def fingerprint(image_paths: list, max_probe: int = 50, allow_pickle: bool = Fal
 def training_image_size(fp: dict, device: str) -> list[int]:
     """Median size, capped (CPU 128 px in 2D / 64 voxels in 3D; GPU 224 / 128), multiple of 16."""
     median = fp.get("median_shape") or [128, 128]
-    cap = (224 if len(median) == 2 else 128) if device == "cuda" else (128 if len(median) == 2 else 64)
+    cap = ((224 if len(median) == 2 else 128) if device == "cuda"
+           else (128 if len(median) == 2 else 64))
     return [max(32, min(cap, int(round(m / 16)) * 16 or 16)) for m in median]
 
 

@@ -29,10 +29,13 @@ MODALITY_WORDS = {
 }
 
 ANATOMY_WORDS = {
-    "chest": r"\bchest\b|\blungs?\b|\bthora\w*|\bpulmonary\b|\bpneumon\w*|\bcovid\w*|\bcardiac\b|\bheart\b",
-    "brain": r"\bbrain\b|\bcereb\w*|\bneuro\w*|\balzheimer\w*|\bdementia\b|\bintracranial\b|\bhead\b",
+    "chest": (r"\bchest\b|\blungs?\b|\bthora\w*|\bpulmonary\b|\bpneumon\w*|\bcovid\w*|\bcardiac\b"
+              r"|\bheart\b"),
+    "brain": (r"\bbrain\b|\bcereb\w*|\bneuro\w*|\balzheimer\w*|\bdementia\b|\bintracranial\b"
+              r"|\bhead\b"),
     "knee": r"\bknees?\b|\bacl\b|\bmenisc\w*|\bcruciate\b",
-    "abdomen": r"\babdom\w*|\bliver\b|\bpancrea\w*|\bspleen\b|\bkidneys?\b|\brenal\b|\bstomach\b|\bgallbladder\b",
+    "abdomen": (r"\babdom\w*|\bliver\b|\bpancrea\w*|\bspleen\b|\bkidneys?\b|\brenal\b|\bstomach\b"
+                r"|\bgallbladder\b"),
     "spine": r"\bspin\w*|\bvertebra\w*|\blumbar\b|\bcervical\b",
 }
 
@@ -43,6 +46,7 @@ STOPWORDS = set("""a an and are as at be build by can classify classification da
 for from in into is it me model models of on or please the this to train using versus vs
 which with want would like need images image scans scan make create""".split())
 
+
 @dataclass
 class Intent:
     task: str = ""
@@ -50,6 +54,7 @@ class Intent:
     anatomy: str = ""
     dimension: str = ""
     words: list[str] = field(default_factory=list)
+
 
 def _task_of(text: str) -> str:
     """Verbs decide first (write a report, segment, classify); lesion words then mean anomaly
@@ -65,6 +70,7 @@ def _task_of(text: str) -> str:
     if re.search(DETECT_WORDS, text):
         return "diagnosis"
     return ""
+
 
 def parse_request(request: str) -> Intent:
     text = request.lower()

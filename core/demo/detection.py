@@ -1,10 +1,10 @@
 """Demo detection datasets (lung nodules as bounding boxes), synthetic and learnable on CPU:
 
 * ``make_nodule_detection_demo_2d``: chest-X-ray-like 8-bit PNGs (``images/``, the style of
-  :mod:`core.demo.chest_xray`) with 0-2 round bright "nodules" (radius 4-8 px) inside the lung fields,
-  and a ChestX-Det-like ``boxes.csv`` with columns ``image, x, y, w, h, label`` (one row per
-  box; x is the column, y the row of the top-left corner; a row with empty box columns marks a
-  negative image).
+  :mod:`core.demo.chest_xray`) with 0-2 round bright "nodules" (radius 4-8 px) inside the lung
+  fields, and a ChestX-Det-like ``boxes.csv`` with columns ``image, x, y, w, h, label`` (one row
+  per box; x is the column, y the row of the top-left corner; a row with empty box columns marks
+  a negative image).
 * ``make_nodule_detection_demo_3d``: small chest-CT-like NIfTI volumes (``volumes/*.nii.gz``,
   int16 HU, array axes x, y, z, 1 mm voxels) with 0-2 spherical nodules (radius 3-5 voxels) and
   ``boxes.csv`` with ``image, x, y, z, w, h, d, label`` in voxel coordinates.

@@ -109,7 +109,8 @@ def make_multilabel_xray_demo(out_dir: str | Path, n_images: int = 360, seed: in
         findings = [f for f in FINDINGS if rng.random() < 0.3]
         patient = i // 2 + 1
         name = f"{patient:05d}_{i % 2:03d}.png"
-        Image.fromarray(xray_with_findings(rng, findings, size), mode="L").save(out / "images" / name)
+        Image.fromarray(xray_with_findings(rng, findings, size),
+                        mode="L").save(out / "images" / name)
         rows.append({"Image Index": name, "Finding Labels": "|".join(findings) or "No Finding",
                      "Patient ID": patient})
     with open(out / "labels.csv", "w", newline="") as handle:

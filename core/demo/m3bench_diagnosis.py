@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.demo.writers import (finish, pick, prepare, save_png, scaled, to_uint8,
-                                    write_csv)
+from core.demo.writers import (finish, pick, prepare, save_png, scaled, to_uint8, write_csv)
 from core.demo.chest_xray import _ellipse
 from core.demo.diagnosis import ct_volume
 from core.demo.segmentation import _smooth

@@ -12,6 +12,7 @@ import numpy as np
 from core.demo.writers import finish, prepare, save_nifti, save_png, scaled, to_uint8, write_json
 from core.demo.segmentation import _blob, _smooth, xray_case
 
+
 # ------------------------------------------------------------------------------- INSTANCE2022
 def head_case(rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
     nx, ny, nz = shape
@@ -38,6 +39,7 @@ def head_case(rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
     hu += rng.normal(0, 4, shape) * head
     return hu, mask
 
+
 def make_instance2022(out_dir: str | Path, scale: float = 1.0, seed: int = 202) -> Path:
     out = Path(out_dir)
     spec = {"dataset": "INSTANCE2022", "scale": scale, "seed": seed, "v": 1}
@@ -52,6 +54,7 @@ def make_instance2022(out_dir: str | Path, scale: float = 1.0, seed: int = 202) 
         save_nifti(mask, spacing, out / "masks" / f"{i:03d}.nii.gz", np.uint8)
     write_json(out / "labels.json", ["intracranial haemorrhage"])
     return finish(out, spec)
+
 
 # ------------------------------------------------------------------------------- ChestX-Det10
 def chestx_case(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -80,6 +83,7 @@ def chestx_case(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.nda
         mask[blob] = 2
     return to_uint8(img), mask
 
+
 def make_chestx_det10(out_dir: str | Path, scale: float = 1.0, seed: int = 204) -> Path:
     out = Path(out_dir)
     spec = {"dataset": "ChestX-Det10", "scale": scale, "seed": seed, "v": 1}
@@ -95,8 +99,10 @@ def make_chestx_det10(out_dir: str | Path, scale: float = 1.0, seed: int = 204) 
     write_json(out / "labels.json", ["Effusion", "Mass"])
     return finish(out, spec)
 
+
 # ---------------------------------------------------------------------------------- L2R-OASIS
 OASIS_LABELS = ("cortex", "subcortical grey matter", "white matter", "CSF")
+
 
 def oasis_case(rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
     """Skull-stripped, affinely aligned T1 brain; mask 1 cortex, 2 subcortical grey matter,
@@ -124,6 +130,7 @@ def oasis_case(rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]
     bias = np.clip(1 + 0.06 * _smooth(rng, shape, 6), 0.8, 1.2)
     t1 = (t1 + rng.normal(0, 0.035, shape)) * bias * brain
     return np.clip(t1, 0, None) * rng.uniform(80, 160), mask
+
 
 def make_l2r_oasis(out_dir: str | Path, scale: float = 1.0, seed: int = 206) -> Path:
     out = Path(out_dir)

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from core.demo.writers import (finish, pick, prepare, save_nifti, save_png, scaled,
-                                    to_uint8, write_csv, write_json)
+from core.demo.writers import (finish, pick, prepare, save_nifti, save_png, scaled, to_uint8,
+                               write_csv, write_json)
 from core.demo.chest_xray import _ellipse, _smooth_noise
 from core.demo.reports import brain_report, brain_volume, chest_image, chest_report
 from core.demo.segmentation import _blob

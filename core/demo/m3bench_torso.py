@@ -1,7 +1,8 @@
 """M3Bench-lite segmentation stand-ins of the torso (organ and anomaly), in the folder layouts of
-the real collections (the head and chest X-ray ones are in m3bench_head_xray). Volumes are NIfTI in physical units (CT in Hounsfield units), array axes x, y, z in
-RAS order unless a case is stored LPS (as DICOM converters write it); masks share the image's
-geometry. ``labels.json`` lists the foreground names: position i is mask value i + 1.
+the real collections (the head and chest X-ray ones are in m3bench_head_xray). Volumes are NIfTI
+in physical units (CT in Hounsfield units), array axes x, y, z in RAS order unless a case is
+stored LPS (as DICOM converters write it); masks share the image's geometry. ``labels.json``
+lists the foreground names: position i is mask value i + 1.
 
 * COVID19: ``images/`` + ``segmentation_masks/`` (``coronacases_NNN``, ``radiopaedia_*``), one
   label: ground-glass infection in the lungs.
@@ -82,10 +83,6 @@ def make_covid19(out_dir: str | Path, scale: float = 1.0, seed: int = 201) -> Pa
     return finish(out, spec)
 
 
-
-
-
-
 # ------------------------------------------------------------------------------- MSD Pancreas
 def _abdomen(rng: np.random.Generator, shape):
     """Body, fat, muscle, spine, aorta; returns (hu, inner mask, centre, half-axes)."""
@@ -152,10 +149,6 @@ def make_msd_pancreas(out_dir: str | Path, scale: float = 1.0, seed: int = 203) 
                    lps=case % 2 == 0)
     write_json(out / "labels.json", ["pancreas", "pancreatic tumour"])
     return finish(out, spec)
-
-
-
-
 
 
 # -------------------------------------------------------------------------------------- VerSe
@@ -232,12 +225,6 @@ def make_verse(out_dir: str | Path, scale: float = 1.0, seed: int = 205) -> Path
                    lps=case % 3 == 0)
     write_json(out / "labels.json", list(VERTEBRAE))
     return finish(out, spec)
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------------------- BTCV

@@ -96,7 +96,8 @@ def make_ct_organ_demo_3d(out_dir: str | Path, n_cases: int = 20, seed: int = 0,
         spacing = (round(rng.uniform(1.4, 1.7), 3),) * 2 + (round(rng.uniform(2.5, 3.5), 2),)
         hu, mask = ct_case(rng, shape, organs)
         lps = i % 2 == 1
-        save_nifti(np.round(hu), spacing, out / "images" / f"case_{i:03d}.nii.gz", np.int16, lps=lps)
+        save_nifti(np.round(hu), spacing, out / "images" / f"case_{i:03d}.nii.gz", np.int16,
+                   lps=lps)
         save_nifti(mask, spacing, out / "masks" / f"case_{i:03d}.nii.gz", np.uint8, lps=lps)
     return _finish(out, spec, list(organs))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from core.datasets.layouts.types import group_of
 from core.jobs.workspace import JobWorkspace
 
+
 class GateMemo:
     """Each gate runs once per state of the workspace: a tool that gates its own output (so the
     agent hears the verdict) and the stage's end share the one run."""
@@ -187,7 +188,8 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
         return GateResult("index", False, errors)
     overlap = set(train) & set(test)
     if overlap:
-        errors.append(f"{len(overlap)} images are in both train and test, e.g. {next(iter(overlap))}")
+        errors.append(f"{len(overlap)} images are in both train and test, "
+                      f"e.g. {next(iter(overlap))}")
     split = split if isinstance(split, dict) else {}
     errors.extend(e for e in (_declared_overlap(split), _group_leak(list(train), list(test), split))
                   if e)

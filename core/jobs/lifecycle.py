@@ -183,9 +183,9 @@ def resume_problem(job: dict | None) -> str:
 def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
     """Make a stopped or failed job ready to train again from its newest checkpoint: set
     ``"resume": true`` in its train_config.json, clear the stop flag and the error, and queue
-    it. The caller then starts the worker with ``core.jobs.launcher.launch_worker(..., resume=True)``, which
-    runs only the Model Trainer's training and evaluation. Raises JobError, changing nothing,
-    when the job cannot resume."""
+    it. The caller then starts the worker with
+    ``core.jobs.launcher.launch_worker(..., resume=True)``, which runs only the Model Trainer's
+    training and evaluation. Raises JobError, changing nothing, when the job cannot resume."""
 
     job = store.job(job_id)
     problem = resume_problem(job)

@@ -56,7 +56,8 @@ def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> s
 - Dataset: {plan['dataset']} (`{plan['dataset_path']}`)
 - Split: {split.get('method')} by {split.get('grouping_key')}, seed {split.get('seed')};
   train {json.dumps(counts.get('train', {}))}, test {json.dumps(counts.get('test', {}))}
-- {len(split.get('train_groups', []))} training and {len(split.get('test_groups', []))} test patients/groups; none on both sides.
+- {len(split.get('train_groups', []))} training and \
+{len(split.get('test_groups', []))} test patients/groups; none on both sides.
 
 ## Model
 - Template: {template}; network: {summary.get('network')}, trained from scratch unless a local

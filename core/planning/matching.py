@@ -22,19 +22,12 @@ from core.datasets.vocabulary import (ANATOMY_PARENTS, ANATOMY_WORDS, MODALITY_W
                                       Intent, parse_request)
 
 
-
-
-
 @dataclass
 class Candidate:
     name: str
     score: float
     eligible: bool
     reasons: list[str]
-
-
-
-
 
 
 def _norm(word: str) -> str:

@@ -25,7 +25,7 @@ from core.jobs.lifecycle import set_approval
 from core.config.settings import Settings
 from core.store.db import Store
 from core.planning.tasks import (DEFAULT_TRAINING, ENGINES, NNUNET_NETWORKS, default_network,
-                        template_for, template_networks)
+                                 template_for, template_networks)
 from core.jobs.workspace import JobWorkspace
 
 # field -> (lowest, highest) for the numbers a user may set

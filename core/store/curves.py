@@ -31,7 +31,8 @@ def downsample_indices(y: np.ndarray, limit: int = MAX_POINTS) -> np.ndarray:
     y = np.asarray(y, dtype=float)
     n = len(y)
     if limit < 4:
-        raise ValueError(f"limit must be at least 4 (first, last, one min and one max), got {limit}")
+        raise ValueError("limit must be at least 4 (first, last, one min and one max), "
+                         f"got {limit}")
     if n <= limit:
         return np.arange(n)
     inner = y[1:-1]

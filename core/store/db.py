@@ -16,8 +16,8 @@ import sqlite_utils
 SCHEMA: dict[str, dict[str, Any]] = {
     "datacards": {
         "columns": {"name": str, "path": str, "task": str, "modality": str, "anatomy": str,
-                    "dimension": str, "source": str, "card_path": str, "card": str, "available": int,
-                    "registered_at": float, "updated_at": float},
+                    "dimension": str, "source": str, "card_path": str, "card": str,
+                    "available": int, "registered_at": float, "updated_at": float},
         "pk": "name",
     },
     "jobs": {
@@ -115,7 +115,8 @@ class Store:
         self._write(lambda: self.db["jobs"].insert(row, pk="id", alter=True))
 
     def update_job(self, job_id: str, **fields: Any) -> None:
-        fields = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
+        fields = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                  for k, v in fields.items()}
         self._write(lambda: self.db["jobs"].update(job_id, fields, alter=True))
 
     def job(self, job_id: str) -> dict | None:

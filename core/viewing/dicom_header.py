@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from core.privacy.phi import PHI_KEYWORDS, PHI_VRS
-from core.imaging.image_io import (ELEMENT_RE, MANIFEST_SUFFIX, is_dicom_file,
-                                          parse_ref, read_manifest, suffix_of)
+from core.imaging.refs import (ELEMENT_RE, MANIFEST_SUFFIX, is_dicom_file, parse_ref, read_manifest,
+                               suffix_of)
 
 HIDDEN = "(hidden: patient-identifying)"
 BINARY_VRS = frozenset({"OB", "OD", "OF", "OL", "OV", "OW", "UN"})

@@ -27,8 +27,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from core.imaging.image_io import (ImageReadError, parse_ref, read_dicom_series,
-                                   read_image, ref_files)
+from core.imaging.dicom import read_dicom_series
+from core.imaging.image_io import read_image
+from core.imaging.refs import ImageReadError, parse_ref, ref_files
 
 MAX_DISPLAY_VOXELS = 1 << 24   # values kept per display volume, all channels (64 MB float32)
 MAX_CHANNELS = 16              # channels (sequences, time points) kept for display

@@ -51,7 +51,6 @@ class LoadedModel:
     extra: dict = field(default_factory=dict)
 
 
-
 # ----------------------------------------------------------------------------- the job folder
 
 def _read_json(path: Path) -> dict:

@@ -1,6 +1,6 @@
 """Validate a job's detection dataloader by loading every sample (run as its own process).
 
-    python -m ml_templates.detection.check_dataloader --datapath <job>/Datapath
+    python -m core.config.launch ml_templates.detection.check_dataloader --datapath <job>/Datapath
 
 Writes ``Datapath/dataloader_check.json``: samples loaded per split, failures with their error,
 the distinct image shapes and dtypes, intensity range, boxes per image (min/mean/max, images
@@ -19,8 +19,6 @@ import numpy as np
 from ml_templates.common.entry import check_main, load_dataloader
 
 TOLERANCE = 0.5  # pixels a box may overhang the image border (rounding in annotation tools)
-
-
 
 
 def _inside(boxes: np.ndarray, size, tolerance: float = TOLERANCE) -> bool:

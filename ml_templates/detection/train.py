@@ -1,6 +1,6 @@
 """Detection training entry point (the Model Trainer runs it as its own process).
 
-    python -m ml_templates.detection.train --config <job>/train_config.json
+    python -m core.config.launch ml_templates.detection.train --config <job>/train_config.json
 
 Reads the job's ``Datapath/dataloader.py`` (sizes come from its CONFIG block), holds out a
 validation set (grouped by patient when split.json knows the groups, stratified by
@@ -8,10 +8,10 @@ positive/negative image), fits anchor shapes to the training boxes, and trains a
 RetinaNetDetector under the Transformers ``Trainer``: batches are lists of images and target
 dicts, evaluation is replaced by detection on the validation set (mAP50 each epoch, the metric
 for the best checkpoint and early stopping), losses / learning rate / val mAP50 stream to the
-run channel (ChannelCallback, which also honours a stop request and ``time_budget_s``). Afterwards every
-test image is predicted, boxes are mapped back to the stored image's coordinates and written to
-``Logout/predictions.json``; ``Logout/model/`` and ``Logout/train_summary.json`` as the README
-says. Test metrics come from ``core.evaluation.detection`` afterwards, not from here.
+run channel (ChannelCallback, which also honours a stop request and ``time_budget_s``).
+Afterwards every test image is predicted, boxes are mapped back to the stored image's coordinates
+and written to ``Logout/predictions.json``; ``Logout/model/`` and ``Logout/train_summary.json`` as
+the README says. Test metrics come from ``core.evaluation.detection`` afterwards, not from here.
 """
 from __future__ import annotations
 
@@ -67,8 +67,6 @@ def fit_anchor_shapes(dataset, spatial_dims: int) -> list[list[float]] | None:
 def collate(batch: list[dict]) -> dict:
     return {"images": [b["image"] for b in batch],
             "targets": [{"boxes": b["boxes"], "labels": b["labels"]} for b in batch]}
-
-
 
 
 def _ground_truth(items: list, label_dict: dict, dims: int) -> list[dict]:

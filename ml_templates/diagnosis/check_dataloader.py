@@ -1,6 +1,6 @@
 """Validate a job's dataloader by loading every sample (run as its own process).
 
-    python -m ml_templates.diagnosis.check_dataloader --datapath <job>/Datapath
+    python -m core.config.launch ml_templates.diagnosis.check_dataloader --datapath <job>/Datapath
 
 Writes ``Datapath/dataloader_check.json``: samples loaded per split, failures with their error,
 the distinct tensor shapes and dtypes, label counts, intensity range.

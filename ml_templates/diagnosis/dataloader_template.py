@@ -2,11 +2,12 @@
 and yields ``{"pixel_values": float tensor (C, *IMAGE_SIZE), "labels": ...}`` per image.
 
 Single-label targets are class indices (softmax); with ``MULTI_LABEL`` they are multi-hot
-vectors (sigmoid, one output per label). The Module Architect instantiates this template as ``Datapath/dataloader.py`` by filling the
-block between the CONFIG markers; the rest is used as it is. An index key is any image
-reference ``core.imaging.image_io.read_image`` reads: an image file (PNG/JPEG, DICOM,
-NIfTI, NRRD, ...), a folder of 2D slices or a DICOM series manifest (one 3D scan, slices on the
-first spatial axis), an array element ``file.npz::key[i]``, or a JSON list of channel files.
+vectors (sigmoid, one output per label). The Module Architect instantiates this template as
+``Datapath/dataloader.py`` by filling the block between the CONFIG markers; the rest is used as it
+is. An index key is any image reference ``core.imaging.image_io.read_image`` reads: an image file
+(PNG/JPEG, DICOM, NIfTI, NRRD, ...), a folder of 2D slices or a DICOM series manifest (one 3D
+scan, slices on the first spatial axis), an array element ``file.npz::key[i]``, or a JSON list of
+channel files.
 The optional CONFIG key ``ALLOW_PICKLE = True`` lets it unpickle ``.pck``/``.pkl`` arrays
 (registered local datasets only: unpickling runs code).
 """

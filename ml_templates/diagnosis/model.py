@@ -38,7 +38,8 @@ class DiagnosisModel(nn.Module):
         self.net = NETWORKS[network](spatial_dims, in_channels, num_classes)
         self.multi_label = multi_label
         weights = torch.tensor(class_weights, dtype=torch.float32) if class_weights else None
-        self.register_buffer("class_weights", weights if weights is not None else torch.ones(num_classes))
+        self.register_buffer("class_weights",
+                             weights if weights is not None else torch.ones(num_classes))
         if pretrained_path:
             self.load_pretrained(pretrained_path)
 

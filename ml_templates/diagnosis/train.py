@@ -1,15 +1,15 @@
 """Diagnosis training entry point (the Model Trainer runs it as its own process).
 
-    python -m ml_templates.diagnosis.train --config <job>/train_config.json
+    python -m core.config.launch ml_templates.diagnosis.train --config <job>/train_config.json
 
 Several GPUs (or, for tests, several CPU processes with gloo): start it with
-``torchrun --nproc_per_node N -m ml_templates.diagnosis.train --config ...``; the Trainer runs
-DDP, rank 0 writes metrics, predictions and the summary.
+``torchrun --nproc_per_node N -m core.config.launch ml_templates.diagnosis.train --config ...``;
+the Trainer runs DDP, rank 0 writes metrics, predictions and the summary.
 
 Reads the job's ``Datapath/dataloader.py``, holds out a validation set from the training index
 (grouped by patient when split.json knows the groups), trains a MONAI network under the
-Transformers ``Trainer`` (metrics reported through the run channel, stop request and time budget honoured,
-early stopping, best checkpoint kept), then writes test-set probabilities to
+Transformers ``Trainer`` (metrics reported through the run channel, stop request and time budget
+honoured, early stopping, best checkpoint kept), then writes test-set probabilities to
 ``Logout/predictions.json`` and ``Logout/train_summary.json``. Test metrics are computed by the
 system's evaluator afterwards, not here.
 """
@@ -31,8 +31,6 @@ from ml_templates.common.callbacks import ChannelCallback
 from ml_templates.common.entry import start_run
 from ml_templates.common.export import export_model
 from ml_templates.diagnosis.model import DiagnosisModel, Probabilities
-
-
 
 
 def validation_items(items: list, groups: dict, fraction: float, seed: int) -> tuple[list, list]:
@@ -62,8 +60,6 @@ def class_weights(items: list, label_dict: dict, multi_label: bool) -> list[floa
         return [min(20.0, (len(items) - counts.get(i, 0)) / max(counts.get(i, 0), 1))
                 for i in range(n)]
     return [len(items) / (n * max(counts.get(i, 0), 1)) for i in range(n)]
-
-
 
 
 def collate(batch: list[dict]) -> dict:

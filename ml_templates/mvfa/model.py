@@ -104,8 +104,9 @@ def load_tokenizer(path: str | Path) -> CLIPTokenizer:
     folder = Path(path)
     if not ((folder / "tokenizer.json").exists() or (folder / "vocab.json").exists()):
         raise CLIPNotFoundError(
-            f"no CLIP tokenizer in {str(folder)!r} (expected tokenizer.json or vocab.json + merges.txt saved by "
-            f"CLIPTokenizer.save_pretrained); or pass precomputed text embeddings")
+            f"no CLIP tokenizer in {str(folder)!r} (expected tokenizer.json or vocab.json + "
+            f"merges.txt saved by CLIPTokenizer.save_pretrained); or pass precomputed text "
+            f"embeddings")
     return CLIPTokenizer.from_pretrained(str(folder), local_files_only=True)
 
 
@@ -248,8 +249,8 @@ class MVFA(nn.Module):
         level_maps = torch.stack([self._to_image(self.patch_probs(s)) for s in seg], 1)
         det_scores = torch.stack([self._topk_mean(self.patch_probs(d)) for d in det], 1)
         anomaly_map = level_maps.mean(1)
-        out = {"level_maps": level_maps, "det_scores": det_scores,
-               "zero_shot_map": anomaly_map, "zero_shot_score": self._score(anomaly_map, det_scores)}
+        out = {"level_maps": level_maps, "det_scores": det_scores, "zero_shot_map": anomaly_map,
+               "zero_shot_score": self._score(anomaly_map, det_scores)}
         if self.memory is not None:
             fs = []
             for i, s in enumerate(seg):

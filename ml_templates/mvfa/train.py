@@ -1,18 +1,19 @@
 """MVFA training and scoring entry point (the Model Trainer runs it as its own process).
 
-    python -m ml_templates.mvfa.train --config <job>/train_config.json
+    python -m core.config.launch ml_templates.mvfa.train --config <job>/train_config.json
 
 Reads the segmentation-style index (``Datapath/train.json`` and ``test.json``:
 ``[{"image_path", "label_path", "labels"}]``; mask > 0 marks the anomaly, an empty mask is a
 normal image), loads a local CLIP (``clip_path``; never downloads), trains only the MVFA adapters
-(loss per step reported through the run channel; stop request and ``time_budget_s`` honoured), builds the
-few-shot memory from ``shots`` normal training images when ``shots`` > 0, then scores the test
-set: ``Logout/predictions/<name>.npy`` anomaly maps (on the mask's grid), ``Logout/predictions.json``
-``[{"image_path", "label_path", "score", "prediction_path"}]``, ``Logout/model/`` (adapters and
-text embeddings) and ``Logout/train_summary.json`` with image- and pixel-level AUROC.
+(loss per step reported through the run channel; stop request and ``time_budget_s`` honoured),
+builds the few-shot memory from ``shots`` normal training images when ``shots`` > 0, then scores
+the test set: ``Logout/predictions/<name>.npy`` anomaly maps (on the mask's grid),
+``Logout/predictions.json`` ``[{"image_path", "label_path", "score", "prediction_path"}]``,
+``Logout/model/`` (adapters and text embeddings) and ``Logout/train_summary.json`` with image- and
+pixel-level AUROC.
 
-Config keys: clip_path, datapath, output_dir, job_id, metrics_path, stop_path, epochs, learning_rate,
-batch_size, seed, time_budget_s, shots, levels, residual_ratio, top_k, det_weight,
+Config keys: clip_path, datapath, output_dir, job_id, metrics_path, stop_path, epochs,
+learning_rate, batch_size, seed, time_budget_s, shots, levels, residual_ratio, top_k, det_weight,
 few_shot_weight, object_name, text_embeddings_path
 (a .pt/.npy [2, projection_dim] used instead of the tokenizer), threads, max_pixels_auroc.
 """
@@ -127,7 +128,8 @@ def fit(model: MVFA, features: torch.Tensor, masks: torch.Tensor, labels: torch.
 
 
 @torch.no_grad()
-def predict(model: MVFA, features: torch.Tensor, batch_size: int = 16) -> tuple[np.ndarray, np.ndarray]:
+def predict(model: MVFA, features: torch.Tensor,
+            batch_size: int = 16) -> tuple[np.ndarray, np.ndarray]:
     """(scores [N], anomaly maps [N, S, S]) at the model's image size."""
     scores, maps = [], []
     for i in range(0, len(features), batch_size):

@@ -1,6 +1,7 @@
 """Validate a job's report-generation dataloader by loading every sample (its own process).
 
-    python -m ml_templates.report_generation.check_dataloader --datapath <job>/Datapath
+    python -m core.config.launch ml_templates.report_generation.check_dataloader
+        --datapath <job>/Datapath
 
 Writes ``Datapath/dataloader_check.json``: samples expected and loaded per split, failures with
 their error, the distinct image tensor shapes and dtypes, intensity range, vocabulary size and

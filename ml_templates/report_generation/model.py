@@ -9,9 +9,9 @@
 ``forward(pixel_values, input_ids, labels=None) -> {"loss", "logits"}`` (next-token cross-entropy,
 the model shifts ``labels`` itself, -100 ignored); ``generate(pixel_values, max_new_tokens)`` is
 greedy decoding that stops at [EOS]; ``load_trained(Logout/model)`` rebuilds a trained one
-(weights, ``report_config.json``) for inference. Networks by name: ``report_small`` (CPU default) and
-``report_base`` (ResNet-18 trunk, GPU). ``pretrained_path`` loads local encoder weights (a MONAI /
-MedicalNet ResNet state dict; never downloads).
+(weights, ``report_config.json``) for inference. Networks by name: ``report_small`` (CPU default)
+and ``report_base`` (ResNet-18 trunk, GPU). ``pretrained_path`` loads local encoder weights (a
+MONAI / MedicalNet ResNet state dict; never downloads).
 """
 from __future__ import annotations
 

@@ -1,14 +1,15 @@
 """Report-generation training entry point (the Model Trainer runs it as its own process).
 
-    python -m ml_templates.report_generation.train --config <job>/train_config.json
+    python -m core.config.launch ml_templates.report_generation.train
+        --config <job>/train_config.json
 
 Reads the job's ``Datapath/dataloader.py``; builds the tokenizer (a local pretrained one from
 ``tokenizer_path`` / the dataloader's TOKENIZER_PATH, or one trained on train.json's reports) and
 saves it to ``Logout/tokenizer/``; holds out a validation set from the training index (grouped by
 patient when split.json knows the groups); trains the image-conditioned decoder under the
-Transformers ``Trainer`` (loss, learning rate and validation loss reported through the run channel, stop
-flag and time budget honoured, early stopping on validation loss, best checkpoint kept, resume
-from ``Logout/checkpoints/``); then writes a generated report for every test image to
+Transformers ``Trainer`` (loss, learning rate and validation loss reported through the run
+channel, stop request and time budget honoured, early stopping on validation loss, best checkpoint
+kept, resume from ``Logout/checkpoints/``); then writes a generated report for every test image to
 ``Logout/predictions.json`` ``[{"image_path", "generated"}]``, the model (weights, config,
 tokenizer) to ``Logout/model/`` and ``Logout/train_summary.json``. Test metrics are computed by
 the system's evaluator (core.evaluation.report_generation) afterwards, not here.
@@ -51,8 +52,6 @@ def collate(batch: list[dict]) -> dict:
     return {"pixel_values": torch.stack([b["pixel_values"] for b in batch]),
             "input_ids": torch.stack([b["input_ids"] for b in batch])[:, :length],
             "labels": labels[:, :length]}
-
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """Validate a job's segmentation dataloader by loading every case (run as its own process).
 
-    python -m ml_templates.segmentation.check_dataloader --datapath <job>/Datapath
+    python -m core.config.launch ml_templates.segmentation.check_dataloader
+        --datapath <job>/Datapath
 
 Writes ``Datapath/dataloader_check.json``:
 ``expected``/``loaded`` cases per split, ``failed`` (each with its error, plus configuration

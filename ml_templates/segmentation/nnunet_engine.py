@@ -9,8 +9,8 @@ Steps, all inside the job's output folder (never the user's home):
 2. ``plan_and_preprocess``: fingerprint, plans and preprocessing through nnU-Net's Python API
    (3d_fullres for 3D data, 2d for 2D data).
 3. ``train``: a budgeted subclass of nnUNetTrainer (epochs and iterations per epoch from the
-   config; train_loss / val_loss / mean_fg_dice / lr reported through the run channel each epoch; stops on
-   the job's stop flag or the time budget), fold "all".
+   config; train_loss / val_loss / mean_fg_dice / lr reported through the run channel each epoch;
+   stops on a stop request or the time budget), fold "all".
 4. ``predict``: builds the network from the plans, loads ``checkpoint_final.pth`` and runs
    nnUNetPredictor on the test images; masks are written with the label's geometry.
 
@@ -142,7 +142,8 @@ def convert_dataset(datapath: str | Path, raw_root: str | Path) -> dict:
     if not names:  # unnamed labels: name them by value
         max_label = 0
         for f in dirs["labelsTr"].glob("*.nii.gz"):
-            max_label = max(max_label, int(sitk.GetArrayViewFromImage(sitk.ReadImage(str(f))).max()))
+            max_label = max(max_label,
+                            int(sitk.GetArrayViewFromImage(sitk.ReadImage(str(f))).max()))
         names = [f"label_{v}" for v in range(1, max_label + 1)]
     channel_names = {str(k): ("CT" if n_channels == 1 and _looks_ct(train[0]) else f"channel_{k}")
                      for k in range(n_channels)}

@@ -1,19 +1,21 @@
 """Segmentation with nnU-Net v2 (the Model Trainer runs it as its own process).
 
-    python -m ml_templates.segmentation.nnunet_train --config <job>/train_config.json
+    python -m core.config.launch ml_templates.segmentation.nnunet_train
+        --config <job>/train_config.json
 
 Same contract as ml_templates.segmentation.train: converts the job's index into an nnU-Net raw
 dataset under ``<output_dir>/nnunet/``, plans and preprocesses it (3d_fullres, or 2d for 2D
 data), trains fold "all" with a budgeted nnUNetTrainer subclass (train_loss, val_loss,
-mean_fg_dice, lr streamed to the store each epoch; stop flag and ``time_budget_s`` honoured),
+mean_fg_dice, lr reported through the run channel each epoch; stop request and ``time_budget_s``
+honoured),
 predicts the test images and writes ``predictions/``, ``predictions.json``, ``model/`` and
 ``train_summary.json`` into ``output_dir`` (the job's Logout/).
 
 Config keys: job_id, metrics_path, stop_path, datapath, output_dir, epochs (default 20),
 iterations_per_epoch (default 250 on CUDA, 10 on CPU), val_iterations_per_epoch (default
 max(1, iterations_per_epoch // 5)), time_budget_s, seed, device (auto | cpu | cuda),
-workers (preprocessing and augmentation processes, default 2), configuration (override: 2d | 3d_fullres), use_mirroring (default
-true), threads.
+workers (preprocessing and augmentation processes, default 2), configuration (override: 2d |
+3d_fullres), use_mirroring (default true), threads.
 """
 from __future__ import annotations
 

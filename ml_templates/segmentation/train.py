@@ -1,20 +1,20 @@
 """Segmentation training entry point (the Model Trainer runs it as its own process).
 
-    python -m ml_templates.segmentation.train --config <job>/train_config.json
+    python -m core.config.launch ml_templates.segmentation.train --config <job>/train_config.json
 
 Reads the job's ``Datapath/dataloader.py``, holds out whole training cases for validation
 (grouped by patient when split.json knows the groups), trains a MONAI network on random patches
 under the Transformers ``Trainer`` (loss, learning rate and each epoch's validation Dice —
-sliding-window inference on whole held-out images — reported through the run channel; stop request, time
-budget and early stopping honoured; best checkpoint kept; ``resume`` continues from the newest
-checkpoint), then predicts every test case, maps it back to the mask's original geometry and
-writes ``Logout/predictions/``, ``Logout/predictions.json``, ``Logout/model/`` and
+sliding-window inference on whole held-out images — reported through the run channel; stop
+request, time budget and early stopping honoured; best checkpoint kept; ``resume`` continues from
+the newest checkpoint), then predicts every test case, maps it back to the mask's original
+geometry and writes ``Logout/predictions/``, ``Logout/predictions.json``, ``Logout/model/`` and
 ``Logout/train_summary.json``. Test metrics come from core.evaluation.segmentation afterwards.
 
-Config keys: job_id, metrics_path, stop_path, datapath, dataloader, output_dir, network, epochs, batch_size,
-learning_rate, weight_decay, seed, time_budget_s, early_stopping_patience, device (auto | cpu |
-cuda), resume, val_fraction, roi_size (overrides the dataloader's ROI_SIZE), pretrained_path,
-threads, num_workers, export, logging_steps, warmup_steps.
+Config keys: job_id, metrics_path, stop_path, datapath, dataloader, output_dir, network, epochs,
+batch_size, learning_rate, weight_decay, seed, time_budget_s, early_stopping_patience, device
+(auto | cpu | cuda), resume, val_fraction, roi_size (overrides the dataloader's ROI_SIZE),
+pretrained_path, threads, num_workers, export, logging_steps, warmup_steps.
 """
 from __future__ import annotations
 

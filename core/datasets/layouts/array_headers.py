@@ -19,6 +19,7 @@ PICKLE_SUFFIXES = (".pck", ".pkl", ".pickle")
 PICKLE_WARNING = ("the volumes are Python pickles: reading them runs code stored in the files, "
                   "so only use them if you trust where they came from")
 
+
 # --------------------------------------------------------------------------- shapes, safely
 def dimension_of_shape(shape: tuple[int, ...] | None) -> str:
     """"2D" or "3D" for one sample's array shape; a leading or trailing axis of 1, 3 or 4 next
@@ -34,6 +35,7 @@ def dimension_of_shape(shape: tuple[int, ...] | None) -> str:
         if dims[-1] in (1, 3, 4) and min(dims[:2]) > 4:
             return "2D"
     return "3D"
+
 
 class _ArrayOnlyUnpickler(pickle.Unpickler):
     """Rebuilds NumPy arrays and nothing else: any other global in the pickle is refused."""
@@ -53,6 +55,7 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
             warnings.simplefilter("ignore")
             return getattr(importlib.import_module(module), name)
 
+
 def _first_array_shape(obj) -> tuple[int, ...] | None:
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):
         return tuple(int(d) for d in obj.shape)
@@ -65,6 +68,7 @@ def _first_array_shape(obj) -> tuple[int, ...] | None:
             if (shape := _first_array_shape(value)) is not None:
                 return shape
     return None
+
 
 def array_shape(path: Path) -> tuple[tuple[int, ...] | None, bool]:
     """(shape, needs_pickle) of one per-sample array file, read without running pickled code.
@@ -90,6 +94,7 @@ def array_shape(path: Path) -> tuple[tuple[int, ...] | None, bool]:
     except Exception:  # unreadable without trusting the file: the shape stays unknown
         return None, suffix in PICKLE_SUFFIXES + (".pt", ".pth")
     return None, False
+
 
 # --------------------------------------------------------------------------- .npz files
 def npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:

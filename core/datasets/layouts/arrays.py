@@ -8,9 +8,9 @@
   multi-label. Only array headers and label arrays are read, never the images.
 * per-sample volumes (``.npy``, ``.pt``, pickled ``.pck`` / ``.pkl``) with a label table (ADNI:
   ``.pt`` + a CSV with ``Image Data ID`` and ``Group``; KneeMRI: ``.pck`` + a CSV with
-  ``volumeFilename`` and ``aclDiagnosis``): the table is read by core.datasets.layouts.label_table, the dimension
-  comes from one file's shape. Pickles are flagged (``details["needs_pickle"]``): unpickling
-  runs code from the file, so registration asks for the datacard's ``allow_pickle``.
+  ``volumeFilename`` and ``aclDiagnosis``): the table is read by core.datasets.layouts.label_table,
+  the dimension comes from one file's shape. Pickles are flagged (``details["needs_pickle"]``):
+  unpickling runs code from the file, so registration asks for the datacard's ``allow_pickle``.
 
 Shapes are read without running pickled code: ``.npy`` headers, ``torch.load(weights_only=True)``
 for ``.pt``, and for pickles an unpickler that only rebuilds NumPy arrays.
@@ -28,7 +28,8 @@ import numpy as np
 from core.datasets.layouts.tables import code_mapping, find_tables
 from core.datasets.layouts.label_table import scan_label_table
 from core.datasets.layouts.types import Sample, ScanResult, is_image
-from core.datasets.layouts.array_headers import ARRAY_SUFFIXES, PICKLE_SUFFIXES, PICKLE_WARNING, array_shape, dimension_of_shape, npz_headers
+from core.datasets.layouts.array_headers import (ARRAY_SUFFIXES, PICKLE_SUFFIXES, PICKLE_WARNING,
+                                                 array_shape, dimension_of_shape, npz_headers)
 
 SPLIT_KEYS = {"train": "train", "training": "train", "val": "val", "valid": "val",
               "validation": "val", "test": "test"}
@@ -36,16 +37,6 @@ SPLIT_KEYS = {"train": "train", "training": "train", "val": "val", "valid": "val
 KEY_PAIRS = [("{s}_images", "{s}_labels"), ("x_{s}", "y_{s}"), ("{s}_x", "{s}_y"),
              ("images_{s}", "labels_{s}"), ("images", "labels"), ("x", "y"), ("imgs", "labels")]
 MAX_WALK = 2_000_000
-
-
-
-
-
-
-
-
-
-
 
 
 def _split_of_stem(stem: str) -> str:

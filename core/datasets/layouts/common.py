@@ -8,8 +8,8 @@
   that a dataset with only train + validation sets uses its validation set as the held-out set;
 * grouping keys: a patient prefix in the file name, else the case folder the file sits in (the
   first folder below those all images share, split and generic names skipped);
-* ``build_result``: the ScanResult for a list of samples (imports core.datasets.layouts.dispatch lazily, because
-  core.datasets.layouts.dispatch imports the recognisers).
+* ``build_result``: the ScanResult for a list of samples (format, dimension, class counts and
+  the existing-split flag filled in).
 """
 from __future__ import annotations
 

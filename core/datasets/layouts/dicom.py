@@ -1,8 +1,8 @@
 """Layout recogniser for DICOM datasets: one sample per DICOM series.
 
 A folder whose images are DICOM files is grouped into series by ``SeriesInstanceUID`` from the
-headers (core.datasets.dicom_series); each series of several slices (or one multi-frame file) is one 3D
-sample, its patient (``PatientID``) the grouping key of the split. Labels come from
+headers (core.datasets.dicom_series); each series of several slices (or one multi-frame file) is
+one 3D sample, its patient (``PatientID``) the grouping key of the split. Labels come from
 
 * a table at the top of the folder (CSV/TSV/XLSX) with a column of ``PatientID``,
   ``StudyInstanceUID``, ``SeriesInstanceUID`` values (or series folder names) and a label
@@ -19,7 +19,6 @@ manifest instead (core.datasets.dicom_series.write_series_manifests).
 Datasets of single-frame 2D DICOM files (one radiograph per patient) stay 2D samples, one file
 each: when their files carry a DICOM suffix and no table joins by a DICOM identifier, this
 recogniser leaves them to the simpler layouts (class folders, label tables by file name).
-core.datasets.layouts.dispatch is imported inside the functions: core.datasets.layouts.dispatch imports this recogniser.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from pathlib import Path
 
 from core.datasets.dicom_series import DicomSeries, group_series, pseudonym, read_headers
 from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, SEPARATORS
-from core.imaging.image_io import DICOM_SUFFIXES, is_dicom_file
+from core.imaging.refs import DICOM_SUFFIXES, is_dicom_file
 from core.datasets.layouts.types import (SPLIT_NAMES, Sample, ScanError, ScanResult, group_of,
                                          image_suffix, is_image)
 

@@ -16,13 +16,16 @@ from collections import Counter
 from pathlib import Path
 
 from core.datasets.layouts.lists import (IMAGE_DIRS, classification_only, recognise_list_layouts,
-                               scan_boxes, scan_masks, scan_reports)
+                                         scan_boxes, scan_masks, scan_reports)
 from core.datasets.layouts.tables import TABLE_SUFFIXES
 from core.datasets.layouts.label_table import recognise_label_table, scan_label_table
 from core.datasets.layouts.arrays import recognise_array_files
 from core.datasets.layouts.filenames import recognise_filename_labels
 from core.datasets.layouts.dicom import recognise_dicom_series
-from core.datasets.layouts.types import FORMAT_OF_SUFFIX, SPLIT_NAMES, Sample, ScanError, ScanResult, all_images, entries, entry_names, group_of, image_suffix, is_image, shared_walks
+from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, SPLIT_NAMES, Sample, ScanError,
+                                         ScanResult, all_images, entries, entry_names, group_of,
+                                         image_suffix, is_image, shared_walks)
+
 
 def _class_folder_samples(class_dir: Path, label: str, split: str,
                           skipped: list[str]) -> tuple[list[Sample], str, int]:
@@ -56,13 +59,15 @@ def _class_folder_samples(class_dir: Path, label: str, split: str,
 
 
 def _scan_label_table(root: Path, description: str = "") -> ScanResult | None:
-    """A label table (CSV/TSV/XLSX/JSON/JSONL) beside or above the images; core.datasets.layouts.label_table."""
+    """A label table (CSV/TSV/XLSX/JSON/JSONL) beside or above the images;
+    core.datasets.layouts.label_table."""
     return scan_label_table(root, all_images(root), description)
 
 
 def _scan_other_layouts(root: Path, description: str = "") -> ScanResult | None:
     # report files, then box annotations, then masks paired with images, then a label table
-    # (core.datasets.layouts.lists); a description asking for classification only puts the table first
+    # (core.datasets.layouts.lists); a description asking for classification only puts the table
+    # first
     images = all_images(root)
     found = scan_reports(root, images, description) or scan_boxes(root, images, description)
     if found is not None:
@@ -92,9 +97,11 @@ def _recognise_tables_and_pairs(root: Path, top_dirs: list[Path], top_files: lis
 # code mappings or file names it names.
 RECOGNISERS: list = [
     recognise_dicom_series,  # DICOM series (core.datasets.layouts.dicom), before the others
-    recognise_array_files,  # .npz arrays; .npy/.pt/.pck volumes + a table (core.datasets.layouts.arrays)
+    # .npz arrays; .npy/.pt/.pck volumes + a table (core.datasets.layouts.arrays)
+    recognise_array_files,
     _recognise_tables_and_pairs,
-    recognise_list_layouts,  # reports, boxes, masks anywhere in the folder (core.datasets.layouts.lists)
+    # reports, boxes, masks anywhere in the folder (core.datasets.layouts.lists)
+    recognise_list_layouts,
     recognise_label_table,  # a label table one folder down (core.datasets.layouts.label_table)
     recognise_filename_labels,  # labels in file names (core.datasets.layouts.filenames)
 ]
@@ -121,7 +128,8 @@ def _scan_folder(root: str | os.PathLike, description: str = "") -> ScanResult:
         if found is not None:
             return found
     split_dirs = [d for d in top_dirs if d.name.lower() in SPLIT_NAMES]
-    parents = [(d, SPLIT_NAMES[d.name.lower()]) for d in split_dirs] if split_dirs else [(root_path, "")]
+    parents = ([(d, SPLIT_NAMES[d.name.lower()]) for d in split_dirs] if split_dirs
+               else [(root_path, "")])
 
     skipped: list[str] = []
     samples: list[Sample] = []

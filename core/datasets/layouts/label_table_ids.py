@@ -14,8 +14,6 @@ TOKEN_SPLIT = re.compile(r"[_\-\s.]+")
 MAX_TOKENS = 6           # longest token run an ID may be (``ADNI_002_S_0295``)
 
 
-
-
 def _name_forms(name: str) -> set[str]:
     """A file name, without its suffix, and without everything after the first dot."""
     forms = {name, name.split(".")[0]}

@@ -1,14 +1,16 @@
 """Layouts beyond class folders and label tables, recognised deterministically (autopilot has no
 LLM), helped by the datacard description where it names label names or annotation files:
 
-* ``image_mask_folders`` (segmentation; core.datasets.layouts.masks): images and masks in sibling folders
-  (images/masks, img/label, imagesTr/labelsTr, image/segmentation_masks, Training/{img,label} +
-  unlabeled Testing/img), masks beside their images (``*_seg``, ``*_mask``, ``*_label``) and one
-  folder per case with several sequences and a mask (BraTS); channels in a fixed order.
+* ``image_mask_folders`` (segmentation; core.datasets.layouts.masks): images and masks in sibling
+  folders (images/masks, img/label, imagesTr/labelsTr, image/segmentation_masks,
+  Training/{img,label} + unlabeled Testing/img), masks beside their images (``*_seg``,
+  ``*_mask``, ``*_label``) and one folder per case with several sequences and a mask (BraTS);
+  channels in a fixed order.
 * ``box_table`` (detection; core.datasets.layouts.boxes): a CSV of boxes (x, y, w, h or corners; 3D
   with z columns; a row without a box marks a negative image) or COCO-style JSON.
-* ``report_table`` (report generation; core.datasets.layouts.reports): CSV report tables joined to images
-  directly or through a second table, and JSON report lists (train/test files keep their split).
+* ``report_table`` (report generation; core.datasets.layouts.reports): CSV report tables joined to
+  images directly or through a second table, and JSON report lists (train/test files keep their
+  split).
 
 ``details["variant"]`` / ``details["format"]`` say which form was found. Every recogniser returns
 a ScanResult or None and never writes.

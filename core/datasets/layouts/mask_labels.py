@@ -83,6 +83,7 @@ def labels_from_description(description: str) -> list[str] | None:
                 return names
     return None
 
+
 def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[str], dict]:
     """(labels, facts): names from files, the description, or mask values (see module doc)."""
     found = labels_from_files(root)

@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 from core.datasets.layouts.common import (SPLIT_COLUMNS, FileMatcher, build_result, candidate_files,
-                                common_parent, group_for, group_source, held_out_splits,
-                                load_json, split_cell, split_of_name)
+                                          common_parent, group_for, group_source, held_out_splits,
+                                          load_json, split_cell, split_of_name)
 from core.datasets.layouts.tables import read_table
 from core.datasets.layouts.types import Sample
 

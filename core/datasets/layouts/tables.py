@@ -25,6 +25,7 @@ SEPARATORS = re.compile(r"\s*[|;,]\s*")
 
 CODE = re.compile(r"^-?\d+(?:\.0+)?$")
 
+
 # --------------------------------------------------------------------------- reading tables
 def _cell(value: object) -> str | list[str]:
     """A table cell as text ("" for empty / NaN; integral floats without ".0"); JSON lists stay
@@ -41,6 +42,7 @@ def _cell(value: object) -> str | list[str]:
         return [str(_cell(v)) for v in value if str(_cell(v))]
     return str(value).strip()
 
+
 def _records(rows: list[dict], extra: dict | None = None) -> tuple[list[str], list[dict]]:
     columns: list[str] = []
     out = []
@@ -54,6 +56,7 @@ def _records(rows: list[dict], extra: dict | None = None) -> tuple[list[str], li
                 columns.append(key)
         out.append(record)
     return columns, out
+
 
 def _read_json(path: Path, lines: bool) -> tuple[list[str], list[dict]]:
     text = path.read_text(encoding="utf-8-sig")
@@ -78,12 +81,14 @@ def _read_json(path: Path, lines: bool) -> tuple[list[str], list[dict]]:
         return _records([{"image": k, "label": v} for k, v in data.items()])
     return [], []
 
+
 def _delimiter(path: Path, header: str) -> str:
     if path.suffix.lower() == ".tsv":
         return "\t"
     counts = {d: header.count(d) for d in (",", "\t", ";")}
     best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
+
 
 def read_table(path: Path) -> tuple[list[str], list[dict]]:
     """(columns, rows) of a CSV/TSV/XLSX/JSON/JSONL table; every cell is text (or a list of
@@ -106,6 +111,7 @@ def read_table(path: Path) -> tuple[list[str], list[dict]]:
                  zip(columns, row.values())} for row in reader]
         return columns, rows
 
+
 # --------------------------------------------------------------------------- the description
 _CONNECTOR = r"['\"]?\s*(?:=>|->|→|=|:|–|—|-|\(|\bfor\b|\bis\b|\bmeans\b)\s*['\"]?"
 
@@ -116,12 +122,14 @@ _NAME_FIRST = re.compile(r"(?P<name>[A-Za-z][\w /'-]{0,40}?)\s*(?:\(\s*|=\s*)(?P
 
 _NAME_END = re.compile(r"[,;:=()\[\]{}\n'\"]|\s+(?:and|or)(?:\s+|$)|\.(?:\s|$)", re.I)
 
+
 def _clean_name(text: str) -> str:
     """The class name at the start of ``text``: up to a comma, bracket, "and", full stop."""
     name = _NAME_END.split(text.strip(), maxsplit=1)[0].strip()
     name = re.sub(r"^(?:(?:and|or)\s+)?(?:(?:an?|the)\s+)?", "", name, flags=re.I)
     name = name.strip(" .-")
     return name if re.match(r"[A-Za-z]", name) else ""
+
 
 def _code_items(description: str) -> list[list[tuple[int, int, str, str]]]:
     """(start, end, code, name) items, in the two ways text gives them: code first
@@ -137,6 +145,7 @@ def _code_items(description: str) -> list[list[tuple[int, int, str, str]]]:
     name_first = [(m.start(), m.end(), str(int(m["code"])), _clean_name(m["name"]))
                   for m in _NAME_FIRST.finditer(description)]
     return [code_first, [item for item in name_first if item[3]]]
+
 
 def code_mapping(description: str, codes: list[str]) -> dict[str, str]:
     """Names of integer codes the description gives ("aclDiagnosis: 0 = healthy, 1 = partial
@@ -161,6 +170,7 @@ def code_mapping(description: str, codes: list[str]) -> dict[str, str]:
                 return {c: mapping[c] for c in sorted(wanted, key=int)}
     return {}
 
+
 def described_column(description: str, columns: list[str], words: re.Pattern,
                      window: int = 60) -> str | None:
     """The column the description names closest to one of ``words`` ("its 'Group' column gives
@@ -183,6 +193,7 @@ def described_column(description: str, columns: list[str], words: re.Pattern,
             if distance < best_distance:
                 best, best_distance = column, distance
     return best
+
 
 def find_tables(root: Path) -> list[Path]:
     """Table files at the top of the dataset folder and one folder down (hidden ones skipped)."""
