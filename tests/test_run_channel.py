@@ -48,7 +48,7 @@ def test_parse_line_bounds():
         assert parse_line(json.dumps(bad)) is None, bad
 
 
-def test_stop_file_and_sigterm_ask_the_child_to_stop(tmp_path):
+def test_the_stop_file_asks_the_child_to_stop(tmp_path):
     channel = RunChannel(tmp_path / "m.jsonl", tmp_path / "stop.request")
     assert not channel.stop_requested()
     (tmp_path / "stop.request").touch()

@@ -14,7 +14,6 @@ class ChannelCallback(TrainerCallback):
 
     def __init__(self, cfg: dict, check_every_s: float = 1.0):
         self.channel = RunChannel.from_config(cfg)
-        self.channel.listen_for_sigterm()
         self.budget = cfg.get("time_budget_s")
         self.check_every_s = check_every_s
         self.started = time.time()

@@ -7,8 +7,9 @@ The parent (the job's worker) names two files in ``train_config.json``:
   The parent tails the file, validates each complete line, and writes the rows to the store for
   its own job only. The child never opens the store.
 * ``stop_path``: when that file exists the child stops at its next check, keeping its best model
-  so far (Stop on the Training page). SIGTERM does the same; the parent kills what is left after
-  a grace period.
+  so far (Stop on the Training page); the parent kills the process group when it has not ended
+  after a grace period. (No SIGTERM handler: data-loading and augmentation workers forked from
+  the trainer must keep dying on the SIGTERM their pools send them.)
 
 Only rank zero of a multi-process run writes.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import time
 from pathlib import Path
 
@@ -28,22 +28,12 @@ class RunChannel:
         self.metrics_path = Path(metrics_path) if metrics_path else None
         self.stop_path = Path(stop_path) if stop_path else None
         self.writer = writer
-        self._signalled = False
         if self.metrics_path is not None:
             self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
 
     @classmethod
     def from_config(cls, cfg: dict, writer: bool = True) -> "RunChannel":
         return cls(cfg.get("metrics_path"), cfg.get("stop_path"), writer)
-
-    def listen_for_sigterm(self) -> None:
-        """SIGTERM asks for a clean stop instead of killing the process at once."""
-        def ask(_signum, _frame):
-            self._signalled = True
-        try:
-            signal.signal(signal.SIGTERM, ask)
-        except ValueError:  # not the main thread
-            pass
 
     def metrics(self, step: int, epoch: float | None, values: dict) -> None:
         clean = {str(k): float(v) for k, v in values.items()
@@ -57,4 +47,4 @@ class RunChannel:
             handle.write(line + "\n")
 
     def stop_requested(self) -> bool:
-        return self._signalled or (self.stop_path is not None and self.stop_path.exists())
+        return self.stop_path is not None and self.stop_path.exists()

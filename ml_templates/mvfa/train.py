@@ -188,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     datapath, out = Path(cfg["datapath"]), Path(cfg["output_dir"])
     out.mkdir(parents=True, exist_ok=True)
     channel = RunChannel.from_config(cfg)
-    channel.listen_for_sigterm()
 
     model = build_model(cfg)
     size = model.image_size

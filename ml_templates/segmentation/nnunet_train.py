@@ -54,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(max(1, int(cfg["threads"])))
     device = eng.pick_device(cfg.get("device", "auto"))
     channel = RunChannel.from_config(cfg)
-    channel.listen_for_sigterm()
 
     def stage(name: str) -> None:
         print(json.dumps({"event": "stage", "stage": name, "seconds": time.time() - started}),
