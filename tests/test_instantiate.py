@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ml_templates.common.instantiate import END, START, fill_config_block
+from core.training.instantiate import END, START, fill_config_block
 
 SOURCE = f"'''doc'''\n{START}\nDATAPATH = '.'\n{END}\nprint(DATAPATH)\n"
 

@@ -15,7 +15,8 @@ from PIL import Image
 from core.datasets.layouts.mask_labels import labels_from_description
 from core.datasets.layouts.types import ScanError
 from core.datasets.layouts.dispatch import scan_folder
-from core.planning.tasks import check_index, template_for, write_index
+from core.datasets.indexing import write_index
+from core.planning.tasks import check_index, template_for
 from core.jobs.workspace import JobWorkspace
 
 

@@ -207,7 +207,8 @@ def small(tmp_path_factory) -> Path:
 def test_registers_and_indexes_as_the_dataset_it_is(dataset, small, settings, store, tmp_path):
     from core.datasets.registration import register_dataset
     from core.datasets.layouts.dispatch import scan_folder
-    from core.planning.tasks import check_index, template_for, write_index
+    from core.datasets.indexing import write_index
+    from core.planning.tasks import check_index, template_for
     from core.jobs.workspace import JobWorkspace
 
     folder = small / dataset.folder

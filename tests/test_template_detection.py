@@ -24,7 +24,7 @@ from core.demo.detection import make_nodule_detection_demo_2d, make_nodule_detec
 from core.evaluation.common import EvaluationError
 from core.evaluation.detection import evaluate_detection
 from conftest import channel_metrics, channel_paths
-from ml_templates.common.instantiate import instantiate
+from core.training.instantiate import instantiate
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "ml_templates" / "detection" / "dataloader_template.py"

@@ -15,7 +15,7 @@ import pytest
 from core.datasets.indexing import write_diagnosis_index
 from core.datasets.layouts.dispatch import scan_folder
 from conftest import channel_metrics, channel_paths
-from ml_templates.common.instantiate import instantiate
+from core.training.instantiate import instantiate
 from tests.conftest import ROOT
 
 TEMPLATE = ROOT / "ml_templates" / "diagnosis" / "dataloader_template.py"

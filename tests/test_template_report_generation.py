@@ -18,7 +18,7 @@ from core.demo.reports import make_report_demo_2d, make_report_demo_3d
 from core.evaluation import EvaluationError
 from core.evaluation.report_generation import evaluate_report_generation
 from conftest import channel_metrics, channel_paths
-from ml_templates.common.instantiate import instantiate
+from core.training.instantiate import instantiate
 from ml_templates.common.entry import load_dataloader
 from ml_templates.report_generation.model import ReportGenerator, load_trained
 from ml_templates.report_generation.tokenizer import (decode_report, encode_report,

@@ -21,7 +21,7 @@ from core.demo.segmentation import (make_ct_organ_demo_3d, make_mri_multichannel
                                     make_xray_organ_demo_2d)
 from core.evaluation.common import EvaluationError
 from core.evaluation.segmentation import evaluate_segmentation
-from ml_templates.common.instantiate import instantiate
+from core.training.instantiate import instantiate
 from ml_templates.common.entry import load_dataloader
 
 pytestmark = pytest.mark.filterwarnings("ignore:NvImgCodecPydicomReader")

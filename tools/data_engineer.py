@@ -1,39 +1,18 @@
-"""Data Engineer tools: look at the planned dataset (read-only), write the index files."""
+"""Data Engineer tools: look at the planned dataset (read-only), write the index files
+(core.datasets.index_stage); results an agent reads are bounded in size."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.datasets.catalog import find_entry
+from core.datasets.index_stage import NoPlannedDataset, build_index, scan_planned
+from core.datasets.layouts.types import ScanError
 from core.datasets.splitting import IndexBuildError
-from core.planning.plan_edits import user_edits
-from core.datasets.layouts.types import ScanError, ScanResult
-from core.datasets.layouts.dispatch import scan_folder
-from core.planning.tasks import write_index
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
 from tools.gates import index_gate
-
-
-def _planned_dataset(ctx) -> Path:
-    plan = ctx.plan()
-    if plan.get("status") != "ready":
-        raise ToolError("the plan has no dataset; nothing to index")
-    return Path(plan["dataset_path"])
-
-
-def _planned_description(ctx) -> str:
-    """The planned dataset's datacard description (columns, codes, sample caps)."""
-    entry = find_entry(ctx.settings, ctx.plan()["dataset"])
-    return entry.card.description if entry else ""
-
-
-def _planned_scan(ctx) -> ScanResult:
-    """Scan the planned dataset, helped by its datacard's description (columns, codes, caps)."""
-    return scan_folder(_planned_dataset(ctx), _planned_description(ctx))
 
 
 MAX_PREVIEW_BYTES = 8192
@@ -85,8 +64,8 @@ class InspectDataset(M3Tool):
 
     def execute(self) -> dict:
         try:
-            return {"scan": bounded(_planned_scan(self.ctx).summary())}
-        except ScanError as exc:
+            return {"scan": bounded(scan_planned(self.ctx.settings, self.ctx.plan()).summary())}
+        except (ScanError, NoPlannedDataset) as exc:
             raise ToolError(str(exc)) from exc
 
     def summarise(self, result: dict) -> str:
@@ -116,20 +95,10 @@ class BuildIndex(M3Tool):
 
     def execute(self, test_fraction: float | None = None, seed: int | None = None,
                 keep_existing_split: bool = True) -> dict:
-        plan = self.ctx.plan()
-        template, split = plan.get("template", ""), plan.get("split") or {}
-        fixed = user_edits(plan)  # what the user set when approving the plan is binding
-        if "test_fraction" in fixed:  # the user chose the share: re-split to it
-            test_fraction, keep_existing_split = fixed["test_fraction"], False
-        seed = fixed.get("seed", seed)
-        test_fraction = split.get("test_fraction", 0.2) if test_fraction is None else test_fraction
-        seed = split.get("seed", 42) if seed is None else seed
         try:
-            description = _planned_description(self.ctx)
-            scan = scan_folder(_planned_dataset(self.ctx), description)
-            summary = write_index(scan, self.ctx.workspace.datapath, template, test_fraction,
-                                  seed, keep_existing_split, caps=description)
-        except (ScanError, IndexBuildError) as exc:
+            summary = build_index(self.ctx.settings, self.ctx.plan(), self.ctx.workspace.datapath,
+                                  test_fraction, seed, keep_existing_split)
+        except (ScanError, IndexBuildError, NoPlannedDataset) as exc:
             raise ToolError(str(exc)) from exc
         gate = index_gate(self.ctx)
         if not gate.ok:

@@ -125,3 +125,14 @@ def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
     write_json_atomic(datapath / "test.json", test)
     write_json_atomic(datapath / "split.json", record)
     return _summary(datapath, scan, split, record)
+
+
+def write_index(scan, datapath: Path, template: str, test_fraction: float, seed: int,
+                keep_existing_split: bool, caps=None) -> dict:
+    """Write the template's index; ``caps`` (a SplitCaps, or the datacard description to parse)
+    limits the samples used ("use at most 1000 samples for training ...")."""
+    if template == "diagnosis":
+        return write_diagnosis_index(scan, datapath, test_fraction, seed, keep_existing_split,
+                                     caps)
+    return write_list_index(scan, datapath, template, test_fraction, seed, keep_existing_split,
+                            caps)

@@ -4,10 +4,8 @@ gated, and which evaluator scores it. The crew's tools dispatch through here."""
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 from core.jobs.gates import GateResult, check_diagnosis_index, check_list_index
-from core.datasets.indexing import write_diagnosis_index, write_list_index
 from core.jobs.workspace import JobWorkspace
 from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT
 from core.config.training_defaults import DEFAULT_TRAINING  # noqa: F401  (the plan's defaults)
@@ -68,17 +66,6 @@ def template_for(task: str, layout: str) -> str:
     """Lesion/anomaly datasets train a segmentation model when they have masks and a detector
     when they have boxes; the layout decides, the task only when the layout is unknown."""
     return TEMPLATE_OF_LAYOUT.get(layout) or DEFAULT_TEMPLATE.get(task, "")
-
-
-def write_index(scan, datapath: Path, template: str, test_fraction: float, seed: int,
-                keep_existing_split: bool, caps=None) -> dict:
-    """Write the template's index; ``caps`` (a SplitCaps, or the datacard description to parse)
-    limits the samples used ("use at most 1000 samples for training ...")."""
-    if template == "diagnosis":
-        return write_diagnosis_index(scan, datapath, test_fraction, seed, keep_existing_split,
-                                     caps)
-    return write_list_index(scan, datapath, template, test_fraction, seed, keep_existing_split,
-                            caps)
 
 
 def check_index(ws: JobWorkspace, template: str) -> GateResult:
