@@ -373,3 +373,21 @@ def test_nnunet_model_inference_matches_its_own_predictions(settings, store):
     assert (pred.mask == read_image(row["prediction_path"])[0][0]).mean() == 1.0
     assert [d["file_name"] for d in downloads(ws)][:2] == ["checkpoint_final.pth",
                                                           "nnUNetPlans.json"]
+
+
+@pytest.mark.slow
+def test_nnunet_3d_model_inference_matches_its_own_predictions(nnunet_crew_job):
+    """The suite's nnU-Net model (3D CT, built through the crew) run on an uploaded test volume
+    gives the mask nnU-Net itself wrote for that volume."""
+    assert nnunet_crew_job["result"]["status"] == "succeeded", nnunet_crew_job["result"]
+    ws = nnunet_crew_job["workspace"]
+    assert json.loads((ws / "train_config.json").read_text())["engine"] == "nnunet"
+
+    model = load_model(ws)
+    assert model.engine == "nnunet" and model.classes == ["liver", "spleen"]
+    row = json.loads((ws / "Logout" / "predictions.json").read_text())[0]
+    pred = predict_upload(model, nnunet_crew_job["home"], upload(row["image_path"]))
+    assert pred.mask.shape == read_image(row["image_path"])[0].shape[1:]
+    assert (pred.mask == read_image(row["prediction_path"])[0][0]).mean() == 1.0
+    assert [d["file_name"] for d in downloads(ws)][:2] == ["checkpoint_final.pth",
+                                                          "nnUNetPlans.json"]

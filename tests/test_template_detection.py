@@ -259,7 +259,7 @@ def test_detection_3d_trains_and_scores(tmp_path):
     datapath = tmp_path / "Datapath"
     write_index(demo, datapath, dims=3)
     make_dataloader(datapath, 3, [48, 48, 32], {"kind": "ct", "window": [-1000, 400]})
-    report = check_and_train(tmp_path, datapath, "det3d", epochs=15)
+    report = check_and_train(tmp_path, datapath, "det3d", epochs=15, early_stopping_patience=0)
     assert report["spatial_dims"] == 3
     assert report["metrics"]["map50"] >= 0.5
 
