@@ -484,8 +484,9 @@ def test_page_resume_button_queues_and_launches(home, monkeypatch):
 # ------------------------------------------------------------------------------ end to end
 @pytest.mark.slow
 def test_stopped_job_resumes_from_its_checkpoint(settings, store, registered_demo):
-    """A real job is stopped after its first epoch, then resumed through the worker: training
-    continues from the checkpoint's step and the model is tested again."""
+    """A real job is stopped after its first epoch (Stop keeps and scores the best model so
+    far), then resumed through the worker: training continues from the checkpoint's step and
+    the model is tested again."""
     from core.jobs.launcher import launch_worker
     from tests.test_jobs_worker import wait_for
 
@@ -499,8 +500,11 @@ def test_stopped_job_resumes_from_its_checkpoint(settings, store, registered_dem
     request_stop(store, job_id)
     job = wait_for(store, job_id, {"stopped", "succeeded", "failed"}, timeout=300)
     assert job["status"] == "stopped", job["error"]
+    # Stop keeps the best model so far, and the system's evaluator scores it on the test set
+    assert "auc" in json.loads(job["result"])["metrics"]
     ws = settings.jobs_dir / job_id
     first = json.loads((ws / "Logout" / "train_summary.json").read_text())
+    assert first["stop_reason"] == "stopped by the user" and first["epochs_run"] < 40
     config_path = ws / "train_config.json"
     config = json.loads(config_path.read_text())
     config["epochs"] = int(first["epochs_run"]) + 1  # one more epoch keeps the test short
