@@ -17,10 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+from core.config.settings import Settings, get_settings
 from core.datasets.datacards import write_json_atomic
 from core.jobs.launcher import run_to_end
 from core.jobs.lifecycle import create_job
-from core.config.settings import Settings, get_settings
+from core.jobs.workspace import JobWorkspace
 from core.store.db import Store, open_store
 from crew.stages import STAGES
 
@@ -62,7 +63,7 @@ def run_once(settings: Settings, store: Store, dataset, run: int, llm: str) -> d
         job_id = create_job(settings, store, dataset.request, llm, auto_approve=True)
         record["job_id"] = job_id
         result, record["interrupted"] = run_to_end(settings, store, job_id, actor="bench")
-        plan_path = settings.jobs_dir / job_id / "plan.json"
+        plan_path = JobWorkspace(settings.jobs_dir / job_id).plan
         plan = json.loads(plan_path.read_text()) if plan_path.exists() else {}
         metrics = {k: v for k, v in (result.get("metrics") or {}).items()
                    if isinstance(v, (int, float))}

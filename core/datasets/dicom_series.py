@@ -21,18 +21,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.datasets.datacards import write_json_atomic
 from core.imaging.dicom import slice_order
 from core.imaging.refs import ImageReadError, is_dicom_file
-from core.datasets.datacards import write_json_atomic
-
-
-def pseudonym(patient_id: str) -> str:
-    """What M3Builder stores and shows instead of a DICOM PatientID: a stable pseudonym (the
-    split still groups a patient's series), never the identifier itself."""
-    if not patient_id:
-        return ""
-    return "patient-" + hashlib.sha256(patient_id.encode("utf-8")).hexdigest()[:12]
-
 
 HEADER_TAGS = ["PatientID", "StudyInstanceUID", "SeriesInstanceUID", "SeriesNumber",
                "SeriesDescription", "Modality", "Rows", "Columns", "PixelSpacing",

@@ -27,11 +27,12 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from core.datasets.dicom_series import DicomSeries, group_series, pseudonym, read_headers
+from core.datasets.dicom_series import DicomSeries, group_series, read_headers
 from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, SEPARATORS
-from core.imaging.refs import DICOM_SUFFIXES, is_dicom_file
 from core.datasets.layouts.types import (SPLIT_NAMES, Sample, ScanError, ScanResult, group_of,
                                          image_suffix, is_image)
+from core.imaging.refs import DICOM_SUFFIXES, is_dicom_file
+from core.privacy.pseudonyms import pseudonym
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xls")
 JOIN_KEYS = ("PatientID", "StudyInstanceUID", "SeriesInstanceUID", "folder")
