@@ -286,7 +286,7 @@ def check_training(ws: JobWorkspace, metric_rows: int) -> GateResult:
     errors: list[str] = []
     summary = _load(ws.train_summary, errors)  # written last by every template
     if metric_rows == 0:
-        errors.append("training wrote no metric to the store")
+        errors.append("training reported no metric through its run channel (Logout/metrics.jsonl)")
     if not (ws.predictions).exists():
         errors.append("Logout/predictions.json (test-set predictions) is missing")
     if summary is not None and not Path(summary.get("model_path", "")).exists():

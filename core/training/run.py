@@ -1,6 +1,6 @@
 """Run a job's training: start the template as a child (through a ``run_child`` the caller
 gives, so the caller decides confinement), tail the run channel into the store while it runs,
-turn a stop request into the child's stop file, then gate what it wrote."""
+turn a stop request into the child's stop file. The caller gates what the child wrote."""
 from __future__ import annotations
 
 import json
