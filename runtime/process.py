@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from core.config.launch import LAUNCHER
 from core.config.secrets import child_env
 from core.config.settings import REPO_ROOT
 from runtime import landlock
@@ -58,7 +59,7 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
             extra = {"HOME": str(scratch), "TMPDIR": str(scratch),
                      "MPLCONFIGDIR": str(scratch)}
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "core.config.launch", module, *args],
+        proc = subprocess.Popen([sys.executable, "-m", LAUNCHER, module, *args],
                                 cwd=str(REPO_ROOT), stdout=log, stderr=subprocess.STDOUT,
                                 env=child_env(extra), start_new_session=True, preexec_fn=preexec)
         ended = "exited"

@@ -141,6 +141,36 @@ def store_guard(home: Path, folder: Path) -> tuple[dict, Path, Path]:
              "M3B_TEST_STORE_GUARD": f"{home / 'store.db'}|{refused}|{seen}"}, refused, seen)
 
 
+def run_until_approval(settings, store, job_id: str, timeout: float = 120):
+    """Run the job in a thread, as the worker would, until its plan waits for approval;
+    returns (the thread, the dict its result lands in)."""
+    import threading
+    import time
+
+    from crew.runner import JobRunner
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.update(JobRunner(settings, job_id).run()),
+                              daemon=True)
+    worker.start()
+    deadline = time.time() + timeout
+    while store.job(job_id)["status"] != "awaiting_approval":
+        assert time.time() < deadline, f"planning did not reach approval in {timeout:.0f} s"
+        assert worker.is_alive(), (outcome, store.job(job_id))
+        time.sleep(0.1)
+    return worker, outcome
+
+
+def registered_demo_dataset(settings, name: str) -> tuple[Path, str]:
+    """Build and register the built-in demo dataset ``name``; returns its folder and the
+    digest of every file in it (the job must leave it byte-identical)."""
+    from crew.demo import DEMOS, _ensure
+    demo = next(d for d in DEMOS if d[0] == name)
+    registered = _ensure(settings, *demo)
+    assert registered["status"] == "registered", registered
+    folder = settings.demo_dir / demo[1]
+    return folder, tree_digest(folder)
+
+
 NNUNET_DEMO = "Demo abdominal CT organs (synthetic)"
 NNUNET_REQUEST = "segment the liver and spleen on abdominal CT with nnU-Net"
 NNUNET_EPOCHS = 5
@@ -151,15 +181,10 @@ def nnunet_crew_job(tmp_path_factory) -> dict:
     """The one nnU-Net model of the suite, built the way a user gets one: the request through
     the crew in autopilot, the plan approved with the epochs edited down to NNUNET_EPOCHS (a
     binding user edit). The crew test, the engine test and the Models page test read it."""
-    import threading
-    import time
-
     from core.config.settings import get_settings
     from core.jobs.lifecycle import create_job
     from core.planning.plan_edits import edit_plan
     from core.store.db import open_store
-    from crew.demo import DEMOS, _ensure
-    from crew.runner import JobRunner
 
     home = tmp_path_factory.mktemp("nnunet-home")
     with pytest.MonkeyPatch.context() as mp:
@@ -168,20 +193,9 @@ def nnunet_crew_job(tmp_path_factory) -> dict:
         mp.delenv("M3B_LLM", raising=False)
         settings = get_settings()
         store = open_store(settings.store_path)
-        demo = next(d for d in DEMOS if d[0] == NNUNET_DEMO)
-        registered = _ensure(settings, *demo)
-        assert registered["status"] == "registered", registered
-        folder = settings.demo_dir / demo[1]
-        before = tree_digest(folder)
+        folder, before = registered_demo_dataset(settings, NNUNET_DEMO)
         job_id = create_job(settings, store, NNUNET_REQUEST, "autopilot", auto_approve=False)
-        outcome: dict = {}
-        worker = threading.Thread(target=lambda: outcome.update(JobRunner(settings, job_id).run()),
-                                  daemon=True)
-        worker.start()
-        deadline = time.time() + 120
-        while store.job(job_id)["status"] != "awaiting_approval":
-            assert worker.is_alive() and time.time() < deadline, (outcome, store.job(job_id))
-            time.sleep(0.1)
+        worker, outcome = run_until_approval(settings, store, job_id)
         edit_plan(settings, store, job_id, {"epochs": NNUNET_EPOCHS})  # and approve
         worker.join(timeout=900)
         assert not worker.is_alive(), "the nnU-Net job did not end in 15 minutes"

@@ -8,7 +8,6 @@ user's edits reached the Data Engineer and the Model Trainer.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
@@ -19,6 +18,7 @@ from core.demo.chest_xray import DEMO_NAME
 from core.jobs.lifecycle import create_job
 from core.planning.plan_edits import PlanEditError, edit_plan, validate_edits
 from crew.autopilot import StageError
+from tests.conftest import run_until_approval
 from tests.test_app import (REQUEST, context, home, launched,  # noqa: F401  (fixtures)
                             make_finished_job, run_app, texts)
 
@@ -52,21 +52,12 @@ class Planned:
 @pytest.fixture
 def planned(home, monkeypatch):
     from crew.demo import ensure_demo
-    from crew.runner import JobRunner
 
     monkeypatch.setitem(crew.autopilot.ROUTINES, "model_trainer", configure_only)
     settings, store = context()
     assert ensure_demo(settings)["status"] == "registered"
     job_id = create_job(settings, store, REQUEST, llm="autopilot", auto_approve=False)
-    outcome: dict = {}
-    worker = threading.Thread(target=lambda: outcome.update(JobRunner(settings, job_id).run()),
-                              daemon=True)
-    worker.start()
-    deadline = time.time() + 60
-    while store.job(job_id)["status"] != "awaiting_approval":
-        assert time.time() < deadline, "planning did not reach approval in 60 s"
-        assert worker.is_alive(), outcome
-        time.sleep(0.1)
+    worker, outcome = run_until_approval(settings, store, job_id, timeout=60)
     job = Planned(settings, store, job_id, worker, outcome)
     yield job
     if worker.is_alive():

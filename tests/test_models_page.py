@@ -69,7 +69,7 @@ def trained(tmp_path_factory) -> dict:
     from core.datasets.registration import register_dataset
     from core.config.settings import get_settings
     from core.store.db import open_store
-    from core.planning.tasks import DEFAULT_TRAINING
+    from core.config.training_defaults import DEFAULT_TRAINING
     from crew.runner import run_job
 
     home = tmp_path_factory.mktemp("models-home")

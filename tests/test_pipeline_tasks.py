@@ -8,9 +8,8 @@ import json
 import pytest
 
 from core.jobs.lifecycle import create_job
-from crew.demo import DEMOS, _ensure
 from crew.runner import run_job
-from tests.conftest import NNUNET_DEMO, NNUNET_EPOCHS, tree_digest
+from tests.conftest import NNUNET_DEMO, NNUNET_EPOCHS, registered_demo_dataset, tree_digest
 
 CASES = [
     ("Demo chest CT scans (synthetic)",
@@ -30,22 +29,17 @@ CASES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,request_text,template,passes", CASES, ids=[
-    c[2] + "-" + c[0].split()[2] + ("-nnunet" if "nnU-Net" in c[1] else "") for c in CASES])
+@pytest.mark.parametrize("name,request_text,template,passes", CASES,
+                         ids=[c[2] + "-" + c[0].split()[2] for c in CASES])
 def test_task_end_to_end(settings, store, name, request_text, template, passes):
-    demo = next(d for d in DEMOS if d[0] == name)
-    registered = _ensure(settings, *demo)
-    assert registered["status"] == "registered", registered
-    folder = settings.demo_dir / demo[1]
-    before = tree_digest(folder)
+    folder, before = registered_demo_dataset(settings, name)
     job_id = create_job(settings, store, request_text, "autopilot", auto_approve=True)
     result = run_job(settings, job_id)
     assert result["status"] == "succeeded", result["error"]
     assert result["dataset"] == name
     plan = (settings.jobs_dir / job_id / "plan.json").read_text()
     assert f'"template": "{template}"' in plan
-    engine = "nnunet" if "nnU-Net" in request_text else "monai"
-    assert (f'"engine": "{engine}"' in plan) == (template == "segmentation")
+    assert ('"engine": "monai"' in plan) == (template == "segmentation")
     assert passes(result["metrics"]), result["metrics"]
     assert tree_digest(folder) == before
     card = (settings.jobs_dir / job_id / "model_card.md").read_text()

@@ -13,6 +13,8 @@ import sys
 
 from core.config import bootstrap
 
+LAUNCHER = "core.config.launch"  # this module, as ``python -m`` names it
+
 
 def main(argv: list[str]) -> None:
     if not argv or argv[0].startswith("-"):

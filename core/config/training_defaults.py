@@ -16,6 +16,15 @@ NNUNET_EPOCHS = {"cuda": 1000, "cpu": 20}  # nnU-Net's own schedule on a GPU; th
 NNUNET_CPU_WORKERS = 2
 DEFAULT_TIME_BUDGET_S = 600
 DEFAULT_SEED = 42
+TEST_FRACTION = 0.2  # share of patients held out for testing
 VAL_FRACTION = 0.15
 DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
 STOP_GRACE_S = 60  # how long a stopped child may take to save its best model and predict
+
+
+def default_epochs(template: str, engine: str = "", device: str = "cpu") -> int:
+    """The epochs a plan trains for when nobody set them: nnU-Net's schedule for its engine,
+    else the template's default."""
+    if engine == "nnunet":
+        return NNUNET_EPOCHS["cuda" if device == "cuda" else "cpu"]
+    return DEFAULT_TRAINING.get(template, DEFAULT_TRAINING["diagnosis"])["epochs"]

@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.config.settings import Settings
+from core.config.training_defaults import DEFAULT_SEED, TEST_FRACTION
 from core.datasets.catalog import find_entry
 from core.datasets.indexing import write_index
 from core.datasets.layouts.dispatch import scan_folder
 from core.datasets.layouts.types import ScanResult
 
-DEFAULT_TEST_FRACTION = 0.2
-DEFAULT_SEED = 42
 
 
 class NoPlannedDataset(ValueError):
@@ -50,7 +49,7 @@ def build_index(settings: Settings, plan: dict, datapath: Path,
         test_fraction, keep_existing_split = fixed["test_fraction"], False
     seed = fixed.get("seed", seed)
     if test_fraction is None:
-        test_fraction = split.get("test_fraction", DEFAULT_TEST_FRACTION)
+        test_fraction = split.get("test_fraction", TEST_FRACTION)
     seed = split.get("seed", DEFAULT_SEED) if seed is None else seed
     description = planned_description(settings, plan)
     scan = scan_folder(planned_dataset(plan), description)

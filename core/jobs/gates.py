@@ -26,8 +26,8 @@ class GateMemo:
         seen = self._seen.get(name)
         if seen is not None and seen[0] == state:
             return seen[1]
-        result = check()
-        self._seen[name] = (ws.state(), result)
+        result = check()  # gates only read: the state they judged is the one read above
+        self._seen[name] = (state, result)
         return result
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from core.config.secrets import child_env
 from core.config.settings import AUTOPILOT, REPO_ROOT, Settings
 from core.jobs.workspace import JobWorkspace
-from core.jobs.lifecycle import reap_orphans, request_stop
+from core.jobs.lifecycle import reap_orphans, request_stop, worker_alive
 from core.store.db import TERMINAL_STATUSES, Store
 
 WORKER_MODULE = "crew.worker"
@@ -36,14 +36,6 @@ def launch_worker(settings: Settings, store: Store, job_id: str, resume: bool = 
     return proc.pid
 
 
-def _alive(pid: int) -> bool:
-    import psutil
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def run_to_end(settings: Settings, store: Store, job_id: str,
                on_tick: Callable[[dict], None] | None = None, poll_s: float = 0.5,
                actor: str = "cli") -> tuple[dict, bool]:
@@ -60,7 +52,7 @@ def run_to_end(settings: Settings, store: Store, job_id: str,
                 on_tick(job)
             if job.get("status") in TERMINAL_STATUSES:
                 break
-            if job.get("pid") and not _alive(int(job["pid"])):
+            if job.get("pid") and not worker_alive(job["pid"]):
                 reap_orphans(store)  # the worker died without writing its result
             time.sleep(poll_s)
         except KeyboardInterrupt:

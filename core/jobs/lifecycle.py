@@ -77,20 +77,23 @@ def wait_for_approval(store: Store, job_id: str, poll_s: float = 0.5,
     return "cancelled"
 
 
+def worker_alive(pid: int) -> bool:
+    """Whether a job's worker process still runs (a zombie does not)."""
+    import psutil
+    try:
+        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def reap_orphans(store: Store) -> list[str]:
     """Mark jobs whose worker process is gone (killed, machine restarted) as failed, so no job
     shows 'running' forever. Returns the ids it marked."""
-    import psutil
-
     marked = []
     for job in store.jobs(limit=200):
         if job["status"] in TERMINAL_STATUSES or job["status"] == "queued" or not job.get("pid"):
             continue
-        try:
-            alive = psutil.Process(int(job["pid"])).status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            alive = False
-        if not alive:
+        if not worker_alive(job["pid"]):
             store.update_job(job["id"], status="failed", finished_at=time.time(),
                              error="the job's worker process ended unexpectedly; start the "
                                    "request again")

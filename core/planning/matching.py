@@ -18,7 +18,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from core.datasets.datacards import Datacard
-from core.datasets.vocabulary import (ANATOMY_PARENTS, ANATOMY_WORDS, MODALITY_WORDS, STOPWORDS,  # noqa: F401
+from core.datasets.vocabulary import (ANATOMY_PARENTS, ANATOMY_WORDS, MODALITY_WORDS, STOPWORDS,
                                       Intent, parse_request)
 
 

@@ -4,14 +4,13 @@ Written to ``plan.json``; the user approves or edits it (plan_edits) before any 
 from __future__ import annotations
 
 from core.config.settings import Settings
-from core.config.training_defaults import DEFAULT_SEED, DEFAULT_TIME_BUDGET_S
+from core.config.training_defaults import DEFAULT_SEED, DEFAULT_TIME_BUDGET_S, TEST_FRACTION
 from core.datasets.catalog import find_entry, load_catalog
 from core.datasets.datacards import write_json_atomic
 from core.jobs.workspace import JobWorkspace
 from core.planning.tasks import PRIMARY_METRIC, choose_engine, default_network, template_for
 
 NO_DATASET = ("", "none", "no_dataset", "null")
-TEST_FRACTION = 0.2
 
 
 class PlanError(ValueError):

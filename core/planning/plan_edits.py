@@ -23,9 +23,11 @@ from core.datasets.datacards import write_json_atomic
 from core.jobs.gates import check_plan
 from core.jobs.lifecycle import set_approval
 from core.config.settings import Settings
+from core.config.training_defaults import (DEFAULT_SEED, DEFAULT_TIME_BUDGET_S, TEST_FRACTION,
+                                           default_epochs)
 from core.store.db import Store
-from core.planning.tasks import (DEFAULT_TRAINING, ENGINES, NNUNET_NETWORKS, default_network,
-                                 template_for, template_networks)
+from core.planning.tasks import (ENGINES, NNUNET_NETWORKS, default_network, template_for,
+                                 template_networks)
 from core.jobs.workspace import JobWorkspace
 
 # field -> (lowest, highest) for the numbers a user may set
@@ -78,10 +80,8 @@ def planned_epochs(plan: dict) -> int:
     its own schedule on a GPU, a short one on CPU), as the Model Trainer picks them."""
     if plan.get("epochs"):
         return int(plan["epochs"])
-    template = plan.get("template") or "diagnosis"
-    if plan.get("engine") == "nnunet":
-        return 1000 if plan.get("device") == "cuda" else 20
-    return DEFAULT_TRAINING.get(template, DEFAULT_TRAINING["diagnosis"])["epochs"]
+    return default_epochs(plan.get("template") or "diagnosis", plan.get("engine") or "",
+                          plan.get("device") or "cpu")
 
 
 def current_values(plan: dict) -> dict:
@@ -89,9 +89,10 @@ def current_values(plan: dict) -> dict:
     split = plan.get("split") or {}
     return {"dataset": plan.get("dataset") or "", "engine": plan.get("engine") or "",
             "model": plan.get("model") or "", "epochs": planned_epochs(plan),
-            "time_budget_min": round(int(plan.get("time_budget_s") or 600) / 60, 2),
-            "test_fraction": float(split.get("test_fraction", 0.2)),
-            "seed": int(split.get("seed", 42))}
+            "time_budget_min": round(int(plan.get("time_budget_s") or DEFAULT_TIME_BUDGET_S)
+                                     / 60, 2),
+            "test_fraction": float(split.get("test_fraction", TEST_FRACTION)),
+            "seed": int(split.get("seed", DEFAULT_SEED))}
 
 
 def _fits(entry: CatalogEntry, task: str, template: str) -> bool:

@@ -8,7 +8,6 @@ import importlib
 from core.jobs.gates import GateResult, check_diagnosis_index, check_list_index
 from core.jobs.workspace import JobWorkspace
 from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT
-from core.config.training_defaults import DEFAULT_TRAINING  # noqa: F401  (the plan's defaults)
 
 TEMPLATES = ("diagnosis", "segmentation", "detection", "report_generation")
 PRIMARY_METRIC = {"diagnosis": "auc", "segmentation": "dice", "detection": "map50",

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from core.config.training_defaults import (DDP_TEMPLATES, DEFAULT_SEED, DEFAULT_TIME_BUDGET_S,
-                                           DEFAULT_TRAINING, NNUNET_CPU_WORKERS, NNUNET_EPOCHS,
-                                           VAL_FRACTION)
+                                           DEFAULT_TRAINING, NNUNET_CPU_WORKERS, VAL_FRACTION,
+                                           default_epochs)
 from core.datasets.datacards import write_json_atomic
 from core.jobs.workspace import JobWorkspace
 from core.planning.plan_edits import user_edits
@@ -49,10 +49,7 @@ def build_train_config(ws: JobWorkspace, job_id: str, network: str | None = None
     seed = fixed.get("seed", seed)
     engine = choose_engine_for_network(plan, network)
     defaults = DEFAULT_TRAINING[plan["template"]]
-    if engine == "nnunet":
-        defaults = {**defaults, "epochs": NNUNET_EPOCHS["cuda" if plan.get("device") == "cuda"
-                                                         else "cpu"]}
-    epochs = epochs or defaults["epochs"]
+    epochs = epochs or default_epochs(plan["template"], engine, plan.get("device", "cpu"))
     batch_size = batch_size or defaults["batch_size"]
     learning_rate = learning_rate or defaults["learning_rate"]
     if early_stopping_patience is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-LAUNCHER = "core.config.launch"
+from core.config.launch import LAUNCHER
 
 
 def free_port() -> int:
