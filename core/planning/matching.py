@@ -1,25 +1,44 @@
 """The Task Manager's judgement, made deterministic: read a request, score every datacard.
 
-Scoring (higher is better), each part explained in words for the user:
+Compatibility comes first; only compatible cards are ranked. A card is ruled out when:
 
-* task: the request's task must be one the card offers (organ and lesion segmentation cards
-  serve each other's requests) — a mismatch rules the card out;
-* modality and anatomy: a stated mismatch rules the card out; a match adds points;
-* classes: class names of the card named in the request add points;
-* description: shared content words add a little;
-* an unavailable card (its folder does not exist) is never chosen, and the reason says so.
+* task: the request states a task the card does not offer (organ and lesion segmentation cards
+  serve each other's requests); a request for outlines (masks) is not served by a card that has
+  only bounding boxes;
+* modality or anatomy: the request states one and the card states a different one (a subtype
+  is compatible: mammography is X-ray; a card of a region inside the requested one is
+  compatible; a card of a wider region only when its classes or description name the requested
+  one); when the card states none, its name and description are read instead, and when they
+  name none either the card needs a specific class named in the request to be tied to it;
+* dimension: the request asks for 3D (volumes) and the card is 2D;
+* nothing specific ties it: neither modality, anatomy nor a specific class matches. Generic
+  class words (normal, abnormal, healthy, positive, negative, control, other, none, benign,
+  malignant, ...) never tie a card;
+* its folder does not exist on this machine.
 
-A card is chosen only when it matches the task (when the request states one) and at least one of
-modality, anatomy or classes.
+Among compatible cards, points for the task, modality, anatomy, dimension, specific classes
+named in the request and shared description words decide. When none fits, the nearest card
+(fewest differences, then best score) is named with each difference.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from core.datasets.datacards import Datacard
-from core.datasets.vocabulary import (ANATOMY_PARENTS, ANATOMY_WORDS, MODALITY_WORDS, STOPWORDS,
-                                      Intent, parse_request)
+from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT
+from core.datasets.vocabulary import (BOX_WORDS, STOPWORDS, Intent, anatomy_ancestors, anatomy_of,
+                                      canonical_anatomy, canonical_modality, mentions_anatomy,
+                                      mentions_modality, modality_ancestors, modality_of,
+                                      parse_request)
+
+SEGMENT_GROUP = ("segmentation", "anomaly_detection")
+# class words that say nothing about which dataset is meant: they never tie a card
+GENERIC_CLASS_WORDS = {
+    "normal", "abnormal", "healthy", "unhealthy", "positive", "negative", "pos", "neg",
+    "control", "other", "none", "benign", "malignant", "finding", "background", "unknown",
+    "disease", "diseased", "present", "absent", "yes", "misc", "rest", "class", "label",
+    "non", "not", "without"}
 
 
 @dataclass
@@ -28,104 +47,249 @@ class Candidate:
     score: float
     eligible: bool
     reasons: list[str]
+    differences: list[str] = field(default_factory=list)
+    summary: str = ""
+
+
+@dataclass
+class _Judgement:
+    score: float = 0.0
+    specific: int = 0      # matches beyond the task: modality, anatomy, specific classes
+    reasons: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    untied: list[str] = field(default_factory=list)  # fields the card leaves open
+
+    def add(self, points: float, reason: str, specific: bool = False) -> None:
+        self.score += points
+        self.specific += int(specific)
+        self.reasons.append(reason)
+
+    def rule_out(self, reason: str, difference: str) -> None:
+        self.reasons.append(reason)
+        self.differences.append(difference)
 
 
 def _norm(word: str) -> str:
+    """One spelling per word: lower case, singular, ``haemorrhage``/``tumour`` as in US."""
     word = word.lower().strip()
-    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+    word = word[:-1] if word.endswith("s") and len(word) > 3 else word
+    word = word.replace("ae", "e").replace("oe", "e")
+    return word[:-3] + "or" if word.endswith("our") and len(word) > 4 else word
 
 
-def _canonical_anatomy(value: str) -> str:
-    value = value.lower().strip()
-    for anatomy, pattern in ANATOMY_WORDS.items():
-        if value == anatomy or re.search(pattern, value):
-            return anatomy
-    return ANATOMY_PARENTS.get(value, value)
+def _words(text: str) -> set[str]:
+    """Content words of ``text``, hyphenated words also split into their parts."""
+    out = set()
+    for word in re.findall(r"[a-z][a-z0-9-]{2,}", text.lower()):
+        out.add(_norm(word))
+        out.update(_norm(part) for part in word.split("-") if len(part) >= 3)
+    return out
 
 
-def _canonical_modality(value: str) -> str:
-    value = value.lower().strip()
-    for modality, pattern in MODALITY_WORDS.items():
-        if value == modality.lower() or re.search(pattern, value):
-            return modality
-    return value
+def card_summary(card: Datacard) -> str:
+    return (f"{'/'.join(card.tasks) or 'no task'}, {card.modality or 'no modality'}, "
+            f"{card.anatomy or 'no anatomy'}, {card.dimension or 'dimension not stated'}")
+
+
+def _card_text(card: Datacard) -> str:
+    return f"{card.name} {card.description} {' '.join(card.classes)}"
+
+
+def _check_task(intent: Intent, card: Datacard, j: _Judgement) -> None:
+    if not intent.task:
+        return
+    accepted = {intent.task} | (set(SEGMENT_GROUP) if intent.task in SEGMENT_GROUP else set())
+    offered = [t for t in card.tasks if t in accepted]
+    if not offered:
+        j.rule_out(f"task mismatch: request asks for {intent.task}, card offers "
+                   f"{', '.join(card.tasks) or 'no task'}",
+                   f"task differs (request {intent.task}, card "
+                   f"{', '.join(card.tasks) or 'none'})")
+        return
+    j.add(3.0, f"offers the requested task ({intent.task})")
+    if intent.output not in ("boxes", "masks"):
+        return
+    layout_template = TEMPLATE_OF_LAYOUT.get(card.label_source, "")
+    has_boxes = layout_template == "detection" or (
+        not layout_template and bool(re.search(BOX_WORDS, card.description.lower())))
+    if intent.output == "boxes":
+        if has_boxes:
+            j.add(1.0, "has bounding boxes (trains the detection template)")
+        else:
+            j.add(-1.0, "has masks, not boxes: a segmentation model would be trained (boxes "
+                        "can be read from its masks)")
+    elif has_boxes:
+        j.rule_out("output mismatch: request asks for outlines (masks), card has only "
+                   "bounding boxes",
+                   "output differs (request masks/outlines, card has bounding boxes only)")
+
+
+def _check_modality(intent: Intent, card: Datacard, j: _Judgement) -> None:
+    wanted = intent.modality
+    if not wanted:
+        return
+    stated = canonical_modality(card.modality) if card.modality.strip() else ""
+    if stated:
+        if stated == wanted:
+            j.add(2.0, f"modality {card.modality} matches", specific=True)
+        elif wanted in modality_ancestors(stated) or stated in modality_ancestors(wanted):
+            j.add(1.5, f"modality {card.modality} is compatible with {wanted} (a subtype)",
+                  specific=True)
+        else:
+            j.rule_out(f"modality mismatch: request {wanted}, card {card.modality}",
+                       f"modality differs (request {wanted}, card {card.modality})")
+        return
+    text = _card_text(card)
+    if mentions_modality(text, wanted):
+        j.add(1.5, f"states no modality, but its name or description names {wanted}",
+              specific=True)
+    elif described := modality_of(text):
+        j.rule_out(f"modality mismatch: request {wanted}, the card's description names "
+                   f"{described}", f"modality differs (request {wanted}, card's description "
+                   f"names {described})")
+    else:
+        j.untied.append(f"the card states no modality and its description does not name "
+                        f"{wanted}")
+
+
+def _check_anatomy(intent: Intent, card: Datacard, j: _Judgement) -> None:
+    wanted = intent.anatomy
+    if not wanted:
+        return
+    stated = canonical_anatomy(card.anatomy) if card.anatomy.strip() else ""
+    text = _card_text(card)
+    if stated:
+        if stated == wanted:
+            j.add(2.0, f"anatomy {card.anatomy} matches", specific=True)
+        elif wanted in anatomy_ancestors(stated):
+            j.add(1.5, f"anatomy {card.anatomy} lies within the requested {wanted}",
+                  specific=True)
+        elif stated in anatomy_ancestors(wanted) and mentions_anatomy(text, wanted):
+            j.add(1.5, f"anatomy {card.anatomy} contains the {wanted}, which its classes or "
+                       "description name", specific=True)
+        elif stated in anatomy_ancestors(wanted):
+            j.rule_out(f"anatomy mismatch: request {wanted}, card {card.anatomy} without the "
+                       f"{wanted} in its classes or description",
+                       f"anatomy differs (request {wanted}, card {card.anatomy}, whose classes "
+                       f"and description do not name the {wanted})")
+        else:
+            j.rule_out(f"anatomy mismatch: request {wanted}, card {card.anatomy}",
+                       f"anatomy differs (request {wanted}, card {card.anatomy})")
+        return
+    if mentions_anatomy(text, wanted):
+        j.add(1.5, f"states no anatomy, but its name, classes or description name the {wanted}",
+              specific=True)
+    elif described := anatomy_of(text):
+        j.rule_out(f"anatomy mismatch: request {wanted}, the card's description names "
+                   f"{described}", f"anatomy differs (request {wanted}, card's description "
+                   f"names {described})")
+    else:
+        j.untied.append(f"the card states no anatomy and its description does not name the "
+                        f"{wanted}")
+
+
+def _check_dimension(intent: Intent, card: Datacard, j: _Judgement) -> None:
+    if not (intent.dimension and card.dimension):
+        return
+    if intent.dimension == card.dimension:
+        j.add(0.5, f"dimension {card.dimension} matches")
+    elif intent.dimension == "3D":
+        j.rule_out(f"dimension mismatch: request 3D, card {card.dimension}",
+                   f"dimension differs (request 3D, card {card.dimension})")
+    else:  # 2D slices can be taken from volumes
+        j.add(-0.5, f"dimension differs (card is {card.dimension})")
+
+
+def _check_classes(intent: Intent, card: Datacard, j: _Judgement) -> None:
+    request_words = _words(" ".join(intent.words))
+    named, generic = [], []
+    for name in card.classes:
+        parts = {_norm(w) for w in re.findall(r"[a-z][a-z0-9]{2,}", name.lower())}
+        parts -= {_norm(w) for w in STOPWORDS}
+        if not parts or not parts <= request_words:
+            continue
+        negated = re.match(r"(?:no|not|without)\s", name.lower().strip())  # "no tumour"
+        (generic if negated or parts <= GENERIC_CLASS_WORDS else named).append(name)
+    if named:
+        j.add(2.0 * len(named) / max(len(card.classes), 1) + 1.0,
+              f"classes named in the request: {', '.join(named)}", specific=True)
+    if generic:
+        j.add(0.25, f"generic classes named ({', '.join(generic)}), which alone tie no card")
+    desc_words = _words(card.description)
+    ignored = {_norm(w) for w in STOPWORDS} | GENERIC_CLASS_WORDS
+    shared = sorted((request_words & desc_words) - ignored)
+    if shared:
+        j.add(min(1.0, 0.25 * len(shared)), f"description shares: {', '.join(shared[:6])}")
 
 
 def score_card(intent: Intent, card: Datacard, available: bool) -> Candidate:
-    reasons: list[str] = []
-    score = 0.0
-    eligible = True
-    specific = 0  # matches beyond the task
-    if intent.task:
-        accepted = {intent.task} | ({"segmentation", "anomaly_detection"}
-                                    if intent.task in ("segmentation", "anomaly_detection")
-                                    else set())
-        if set(card.tasks) & accepted:
-            score += 3.0
-            reasons.append(f"offers the requested task ({intent.task})")
-        else:
-            eligible = False
-            reasons.append(f"task mismatch: request asks for {intent.task}, card offers "
-                           f"{', '.join(card.tasks) or 'no task'}")
-    if intent.modality and card.modality:
-        if _canonical_modality(card.modality) == intent.modality:
-            score += 2.0
-            specific += 1
-            reasons.append(f"modality {card.modality} matches")
-        else:
-            eligible = False
-            reasons.append(f"modality mismatch: request {intent.modality}, card {card.modality}")
-    if intent.anatomy and card.anatomy:
-        if _canonical_anatomy(card.anatomy) == intent.anatomy:
-            score += 2.0
-            specific += 1
-            reasons.append(f"anatomy {card.anatomy} matches")
-        else:
-            eligible = False
-            reasons.append(f"anatomy mismatch: request {intent.anatomy}, card {card.anatomy}")
-    if intent.dimension and card.dimension:
-        if intent.dimension == card.dimension:
-            score += 0.5
-            reasons.append(f"dimension {card.dimension} matches")
-        else:
-            score -= 0.5
-            reasons.append(f"dimension differs (card is {card.dimension})")
-    request_words = {_norm(w) for w in intent.words}
-    named = [c for c in card.classes if _norm(c) in request_words or c.lower() in request_words]
-    if named:
-        score += 2.0 * len(named) / max(len(card.classes), 1) + 1.0
-        specific += 1
-        reasons.append(f"classes named in the request: {', '.join(named)}")
-    desc_words = {_norm(w) for w in re.findall(r"[a-z][a-z0-9-]{2,}", card.description.lower())}
-    shared = sorted((request_words & desc_words) - {_norm(w) for w in STOPWORDS})
-    if shared:
-        score += min(1.0, 0.25 * len(shared))
-        reasons.append(f"description shares: {', '.join(shared[:6])}")
-    if eligible and specific == 0:
-        eligible = False
-        reasons.append("nothing ties the card to the request's modality, anatomy or classes")
+    j = _Judgement()
+    for check in (_check_task, _check_modality, _check_anatomy, _check_dimension,
+                  _check_classes):
+        check(intent, card, j)
+    named_class = any(r.startswith("classes named") for r in j.reasons)
+    if j.untied and not named_class:
+        for what in j.untied:
+            j.rule_out(f"untied: {what}, and no specific class is named", what)
+    if not j.differences and j.specific == 0:
+        j.rule_out("nothing ties the card to the request's modality, anatomy or classes",
+                   "nothing specific ties it to the request (no modality, anatomy or specific "
+                   "class in common)")
     if not available:
-        eligible = False
-        reasons.append("unavailable: its dataset folder does not exist on this machine")
-    return Candidate(card.name, round(score, 3), eligible, reasons)
+        j.rule_out("unavailable: its dataset folder does not exist on this machine",
+                   "its dataset folder does not exist on this machine")
+    return Candidate(card.name, round(j.score, 3), not j.differences, j.reasons,
+                     j.differences, card_summary(card))
+
+
+def _stated(card: Datacard) -> int:
+    return sum(bool(v) for v in (card.tasks, card.modality.strip(), card.anatomy.strip(),
+                                 card.dimension))
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _no_fit(intent: Intent, nearest: Candidate | None) -> str:
+    if not (intent.task or intent.modality or intent.anatomy):
+        return ("No dataset fits: the request names no task (classify, segment, detect "
+                "anomalies, draw boxes, write reports) and no modality, anatomy or class that a "
+                "registered dataset has.")
+    what = "this request"
+    if intent.task:
+        what = f"{_article(intent.task)} {intent.task} request"
+        if intent.output == "boxes":
+            what += " (bounding boxes)"
+    text = (f"No registered dataset fits {what}"
+            f"{' on ' + intent.modality if intent.modality else ''}"
+            f"{' of the ' + intent.anatomy if intent.anatomy else ''}"
+            f"{' in ' + intent.dimension if intent.dimension else ''}.")
+    if nearest is not None:
+        text += (f" The nearest is {nearest.name} ({nearest.summary}): "
+                 f"{'; '.join(nearest.differences)}.")
+    return text + (" Register a dataset of the requested kind on the Datasets page, with a "
+                   "datacard that states its task, modality, anatomy and dimension, or reword "
+                   "the request if the nearest dataset was meant.")
 
 
 def rank_datacards(request: str, cards: list[tuple[Datacard, bool]]) -> dict:
-    """Rank (card, available) pairs. Returns the choice (or none) and every candidate's reasons."""
+    """Rank (card, available) pairs. Returns the choice (or none), every candidate's reasons
+    and, when none fits, the nearest card and how it differs."""
     intent = parse_request(request)
-    candidates = sorted((score_card(intent, card, available) for card, available in cards),
-                        key=lambda c: (-int(c.eligible), -c.score, c.name))
+    scored = [(score_card(intent, card, available), card) for card, available in cards]
+    candidates = sorted((c for c, _ in scored), key=lambda c: (-int(c.eligible), -c.score, c.name))
     chosen = candidates[0] if candidates and candidates[0].eligible else None
+    nearest = None
     if chosen:
         explanation = f"Chose {chosen.name} (score {chosen.score}): " + "; ".join(chosen.reasons)
-    elif not intent.task:
-        explanation = ("No dataset fits: the request names no task (classify, segment, detect "
-                       "anomalies, write reports) and no modality, anatomy or class that a "
-                       "registered dataset has.")
     else:
-        explanation = (f"No registered dataset fits a {intent.task} request"
-                       f"{' on ' + intent.modality if intent.modality else ''}"
-                       f"{' of the ' + intent.anatomy if intent.anatomy else ''}. "
-                       "Register a dataset with a datacard that describes it.")
+        if scored and (intent.task or intent.modality or intent.anatomy):
+            # fewest differences; then the card that states the most about itself
+            nearest = min(scored, key=lambda pair: (
+                len(pair[0].differences), -_stated(pair[1]), -pair[0].score, pair[0].name))[0]
+        explanation = _no_fit(intent, nearest)
     return {"intent": asdict(intent), "chosen": chosen.name if chosen else None,
-            "explanation": explanation, "candidates": [asdict(c) for c in candidates]}
+            "explanation": explanation, "candidates": [asdict(c) for c in candidates],
+            "nearest": nearest.name if nearest else None,
+            "differences": list(nearest.differences) if nearest else []}
