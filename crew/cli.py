@@ -1,6 +1,7 @@
 """Command line: register datasets, build models, list and show jobs.
 
     python -m crew register PATH --name NAME [--description TEXT] [--allow-pickle]
+                                 [--interpretation N]
                             [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
     python -m crew jobs [--home DIR]
@@ -38,7 +39,8 @@ def cmd_register(args) -> int:
     from core.datasets.registration import register_dataset
     settings = get_settings(args.home)
     result = register_dataset(settings, open_store(settings.store_path), args.path, args.name,
-                              args.description or "", allow_pickle=args.allow_pickle)
+                              args.description or "", allow_pickle=args.allow_pickle,
+                              interpretation=args.interpretation)
     if args.json:
         _print(result, True)
     else:
@@ -151,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-pickle", action="store_true",
                    help="trust this local dataset's .pck/.pkl files: reading a pickle runs "
                         "code, so only for data you made or got from a source you trust")
+    p.add_argument("--interpretation", type=int, default=None, metavar="N",
+                   help="read the folder the N-th way listed when registration finds it can be "
+                        "read in more than one way")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("build", parents=[common], help="build a model from a request")
     p.add_argument("request")

@@ -30,15 +30,20 @@ REVIEW_KEYS = ("rev_name", "rev_tasks", "rev_modality", "rev_anatomy", "rev_desc
 
 
 def start_draft(path: str, name: str, description: str, allow_pickle: bool,
-                upload_folder: str | None = None) -> None:
+                upload_folder: str | None = None, interpretation: int | None = None) -> None:
     """Scan the folder and keep the drafted card (nothing saved) for the review form."""
-    draft = draft_dataset(path, name, description)
+    draft = draft_dataset(path, name, description, interpretation=interpretation)
     thumbs = class_thumbnails(draft.scan, allow_pickle=allow_pickle)
     card = draft.card
     st.session_state["ds_draft"] = {
         "path": draft.scan.root, "facts": draft.facts(), "task_options": draft.tasks,
         "upload_folder": upload_folder, "thumbs": thumbs.by_class,
-        "thumbs_unreadable": thumbs.unreadable, "thumbs_timed_out": thumbs.timed_out}
+        "thumbs_unreadable": thumbs.unreadable, "thumbs_timed_out": thumbs.timed_out,
+        # the user's pick, kept by reader name: the numbering may change with the description
+        "interpretation": (draft.facts()["interpretation"].get("reader")
+                           if interpretation else None), "reading_number": interpretation,
+        "name": name, "description": description,
+        "allow_pickle": allow_pickle}
     initial = {"rev_name": card.name, "rev_tasks": list(card.tasks),
                "rev_modality": card.modality, "rev_anatomy": card.anatomy,
                "rev_description": description.strip() or card.description,
@@ -163,6 +168,37 @@ def add_dataset(settings: Settings, entries: list[CatalogEntry], flash: dict | N
             st.error("The demo dataset could not be registered: " + "; ".join(demo["errors"]))
 
 
+def choose_reading(draft: dict) -> None:
+    """When the folder can be read in more than one way, list the readings (with example rows)
+    and let the user pick; a close call must be decided here before saving."""
+    facts = draft["facts"]
+    reading = facts.get("interpretation") or {}
+    usable = [r for r in facts.get("interpretations", []) if not r.get("refused")]
+    if len(usable) < 2 and not reading.get("ambiguous"):
+        return
+    if reading.get("ambiguous"):
+        st.warning(f"This folder can be read in more than one way ({md_escape(reading['why'])}). "
+                   "Pick the reading that is right before saving.", icon=":material/help:")
+    labels = {r["number"]: f"{r['number']}. {TASK_TEXT.get(r['task'], r['task'])} from "
+              f"{r['source']} — {r['num_samples']} samples, covers {r['coverage']:.0%}"
+              for r in usable}
+    current = draft.get("reading_number") or usable[0]["number"]
+    with st.expander("Readings of the folder", expanded=bool(reading.get("ambiguous"))):
+        for r in usable:
+            st.markdown(f"**{md_escape(labels[r['number']])}** · classes: "
+                        f"{md_escape(', '.join(r['classes']) or '(free text / masks)')} · "
+                        f"patients by {md_escape(r['patient_key'])}")
+            st.code("\n".join(r["examples"]), language=None)
+        picked = st.radio("Use this reading", list(labels), format_func=labels.get,
+                          index=list(labels).index(current) if current in labels else 0,
+                          key="ds_reading")
+        if st.button("Use this reading", key="ds_use_reading") and \
+                (picked != current or reading.get("ambiguous")):
+            start_draft(draft["path"], draft.get("name", ""), draft.get("description", ""),
+                        draft.get("allow_pickle", False), draft.get("upload_folder"), picked)
+            st.rerun()
+
+
 def review_draft(settings: Settings, store: Store, entries: list[CatalogEntry],
                  draft: dict) -> None:
     """Step 2: what the scan found, a few images per class, the editable card; saving
@@ -178,6 +214,7 @@ def review_draft(settings: Settings, store: Store, entries: list[CatalogEntry],
                + (" · the dataset's own train/test split is kept" if facts["existing_split"]
                   else "")
                + (f" · {facts['num_skipped']} files skipped" if facts["num_skipped"] else ""))
+    choose_reading(draft)
     if facts["classes"]:
         st.dataframe(pd.DataFrame([{"Class": k, "Samples": v}
                                    for k, v in facts["classes"].items()]),
@@ -250,7 +287,8 @@ def review_draft(settings: Settings, store: Store, entries: list[CatalogEntry],
                 result = register_dataset(settings, store, draft["path"], new_name,
                                           ss["rev_description"].strip(),
                                           allow_pickle=ss["rev_pickle"], fields=fields,
-                                          new_only=True)
+                                          new_only=True,
+                                          interpretation=draft.get("interpretation"))
             if result["status"] == "registered":
                 drop_draft(settings, remove_data=False)
                 st.session_state["ds_flash"] = result

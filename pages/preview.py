@@ -67,7 +67,7 @@ if source == DATASET:
     allow_pickle, modality = bool(card.allow_pickle), card.modality
     try:
         with st.spinner("Listing the dataset's images…"):
-            scan = dataset_scan(entry.dataset_path, card.description)
+            scan = dataset_scan(entry.dataset_path, card.description, card.interpretation)
     except PreviewError as exc:
         st.error(f"Cannot list **{md_escape(card.name)}**: {md_escape(exc)}",
                  icon=":material/error:")

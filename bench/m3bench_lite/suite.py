@@ -11,6 +11,7 @@ from pathlib import Path
 
 from core.demo import m3bench_diagnosis as diagnosis, m3bench_reports as reports
 from core.demo import m3bench_head_xray as head_xray, m3bench_torso as torso
+from core.demo import layout_families
 from core.datasets.datacards import Datacard, parse_datacard
 
 SUITE = "m3bench-lite"
@@ -207,29 +208,55 @@ DATASETS: list[BenchDataset] = [
         "Write radiology reports for chest X-rays", ROUGE),
 ]
 
+# The layout families (core.demo.layout_families): ordinary folders in the layouts public
+# datasets ship in (Pascal VOC, YOLO, JSON sidecars, report.txt per study, multi-sheet Excel,
+# 0/255 TIFF masks, 3D Slicer .seg.nrrd, file-name tokens, MedMNIST .npz, Kermany chest_xray,
+# nnU-Net raw, TCIA DICOM + clinical CSV). A separate suite, "layout-families": they are never
+# generated or chosen with the 14 above; select them by card name, folder or family key.
+FAMILY_FLOORS = {"detection": Floor("map50", ">=", 0.5), "diagnosis": AUC, "segmentation": DICE,
+                 "report_generation": ROUGE}
+FAMILY_FLOOR_OVERRIDES = {   # two labels, one a small lesion (as MSD Pancreas above)
+    "slicer_seg": Floor("dice", ">=", 0.4), "nnunet_raw": Floor("dice", ">=", 0.4)}
+FAMILIES: list[BenchDataset] = [
+    BenchDataset(f.name, f.folder, f.key, f.reading.task, f.reading.template, f.modality,
+                 f.anatomy, f.dimension, f.generate, f.description, f.request,
+                 FAMILY_FLOOR_OVERRIDES.get(f.key, FAMILY_FLOORS[f.reading.template]),
+                 f.reading.classes)
+    for f in layout_families.FAMILIES]
+SUITE_DATASETS = {SUITE: DATASETS, "layout-families": FAMILIES}
+
 BY_NAME = {d.name.lower(): d for d in DATASETS}
 
 
-def select(only: str | list[str] | None) -> list[BenchDataset]:
-    """Datasets by datacard name, folder or paper name (comma-separated, case-insensitive),
-    in the suite's order."""
+def datasets_of(suite: str = SUITE) -> list[BenchDataset]:
+    if suite not in SUITE_DATASETS:
+        raise ValueError(f"unknown suite {suite!r}; available: {', '.join(SUITE_DATASETS)}")
+    return SUITE_DATASETS[suite]
+
+
+def select(only: str | list[str] | None, suite: str = SUITE) -> list[BenchDataset]:
+    """Datasets of ``suite`` by datacard name, folder or paper name (the family key for the
+    layout families; comma-separated, case-insensitive), in the suite's order."""
+    datasets = datasets_of(suite)
     if not only:
-        return list(DATASETS)
+        return list(datasets)
     wanted = [w.strip().lower() for w in (only.split(",") if isinstance(only, str) else only)
               if w.strip()]
     chosen = []
     for word in wanted:
-        found = [d for d in DATASETS if word in (d.name.lower(), d.folder.lower(),
+        found = [d for d in datasets if word in (d.name.lower(), d.folder.lower(),
                                                  d.paper_name.lower())]
         if not found:
-            names = ", ".join(d.paper_name for d in DATASETS)
-            raise ValueError(f"no M3Bench-lite dataset {word!r}; choose from {names}")
+            names = ", ".join(d.paper_name for d in datasets)
+            label = "M3Bench-lite dataset" if suite == SUITE else f"{suite} dataset"
+            raise ValueError(f"no {label} {word!r}; choose from {names}")
         chosen.extend(d for d in found if d not in chosen)
-    return [d for d in DATASETS if d in chosen]
+    return [d for d in datasets if d in chosen]
 
 
 def generate(data_dir: str | Path, only: str | list[str] | None = None,
-             scale: float = 1.0) -> dict[str, Path]:
-    """Write the chosen datasets under ``data_dir`` (existing complete ones are kept)."""
+             scale: float = 1.0, suite: str = SUITE) -> dict[str, Path]:
+    """Write the chosen datasets of ``suite`` under ``data_dir`` (existing complete ones are
+    kept)."""
     data_dir = Path(data_dir)
-    return {d.name: d.build(data_dir / d.folder, scale=scale) for d in select(only)}
+    return {d.name: d.build(data_dir / d.folder, scale=scale) for d in select(only, suite)}

@@ -52,6 +52,7 @@ class Datacard(BaseModel):
     source: Literal["builtin", "registered", "demo"] = "registered"
     engine: Literal["", "monai", "nnunet"] = ""   # force a segmentation engine; "" = plan picks
     allow_pickle: bool = False    # volumes are Python pickles (.pck/.pkl): reading them runs code
+    interpretation: str = ""      # the reading of the folder chosen at registration (reader name)
 
     @field_validator("name")
     @classmethod

@@ -107,11 +107,13 @@ class Draft:
                 # label, e.g. organs in segmentation masks)
                 "classes": {c: scan.class_counts.get(c) for c in scan.classes},
                 "skipped": scan.skipped[:10], "num_skipped": len(scan.skipped),
-                "needs_pickle": bool(scan.details.get("needs_pickle"))}
+                "needs_pickle": bool(scan.details.get("needs_pickle")),
+                "interpretation": scan.details.get("interpretation", {}),
+                "interpretations": scan.details.get("interpretations", [])}
 
 
 def draft_dataset(path: str, name: str = "", description: str = "",
-                  source: str = "registered") -> Draft:
+                  source: str = "registered", interpretation: str | int | None = None) -> Draft:
     """Scan ``path`` and draft its datacard (name proposed from the folder when empty). Saves
     nothing. Raises RegistrationError (bad input) or ScanError (unusable layout)."""
     folder = check_folder(path)
@@ -119,7 +121,7 @@ def draft_dataset(path: str, name: str = "", description: str = "",
     if not NAME_RE.match(name):
         raise RegistrationError(f"the name {name!r} is not allowed: 1-80 characters, letters, "
                                 "digits, spaces and ._()+- , starting with a letter or digit")
-    scan = scan_folder(folder, description)
+    scan = scan_folder(folder, description, interpretation)
     try:
         card = draft_datacard(scan, name, description, source)
     except DatacardError as exc:
@@ -196,4 +198,5 @@ def draft_datacard(scan, name: str, description: str, source: str = "registered"
         "label_source": scan.layout, "grouping_key": scan.group_source,
         "classes": scan.classes, "class_counts": scan.class_counts,
         "num_samples": len(scan.samples), "source": source,
+        "interpretation": (scan.details.get("interpretation") or {}).get("reader", ""),
         "provenance": "registered with M3Builder", "registered_at": time.time()})

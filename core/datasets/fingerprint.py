@@ -7,8 +7,7 @@ from pathlib import Path
 from core.imaging.arrays import array_layout
 from core.imaging.image_io import read_image
 from core.imaging.refs import (ARRAY_SUFFIXES, ELEMENT_RE, MANIFEST_SUFFIX, PICKLE_SUFFIXES,
-                               RASTER_SUFFIXES, is_dicom_file, natural_key, parse_ref,
-                               read_manifest, suffix_of)
+                               is_dicom_file, ref_files, ref_items, suffix_of)
 
 
 def _npz_member_shape(path: Path, key: str) -> list[int] | None:
@@ -66,25 +65,19 @@ def _dicom_shape(ds) -> tuple[list[int], int]:
 def _shape_of(path: Path | list | str, allow_pickle: bool = False) -> tuple[list[int], int] | None:
     """(shape, channels) from headers: 2D (H, W); stacks of slices, series manifests and
     multi-frame DICOM (slices, H, W); arrays in their stored order minus the channel axis."""
-    path = parse_ref(path if isinstance(path, list) else str(path))
-    if isinstance(path, list):  # channel files: one image with len(path) channels
-        first = _shape_of(path[0], allow_pickle)
-        return (first[0], len(path)) if first else None
-    ref = str(path)
-    path = Path(ref)
-    name = path.name.lower()
     try:
+        items = ref_items(path)
+        if len(items) > 1:  # channel files: one image with len(items) channels
+            first = _shape_of(items[0], allow_pickle)
+            return (first[0], len(items)) if first else None
+        ref = items[0]
+        path = Path(ref)
+        name = path.name.lower()
         if ELEMENT_RE.match(ref) or suffix_of(path) in ARRAY_SUFFIXES:
             return _array_shape(ref, allow_pickle)
-        if name.endswith(MANIFEST_SUFFIX):
-            files, _ = read_manifest(path)
-            first = _dicom_shape(_dicom_header(files[0]))
-            return [len(files), *first[0][-2:]], first[1]
-        if path.is_dir():
-            files = [p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")]
-            slices = sorted((p for p in files if suffix_of(p) in RASTER_SUFFIXES),
-                            key=natural_key) or [p for p in files if is_dicom_file(p)]
-            first = _shape_of(slices[0]) if slices else None
+        if name.endswith(MANIFEST_SUFFIX) or path.is_dir():  # a series / a stack of slices
+            slices = ref_files(ref)
+            first = _shape_of(slices[0])
             return ([len(slices), *first[0][-2:]], first[1]) if first else None
         if name.endswith((".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")):
             from PIL import Image
@@ -109,11 +102,10 @@ def _shape_of(path: Path | list | str, allow_pickle: bool = False) -> tuple[list
 
 
 def _spacing_of(path) -> list[float] | None:
-    ref = parse_ref(path if isinstance(path, list) else str(path))
-    path = Path(ref[0] if isinstance(ref, list) else ref)
-    if not path.name.lower().endswith((".nii", ".nii.gz")):
-        return None
     try:
+        path = Path(ref_items(path)[0])
+        if not path.name.lower().endswith((".nii", ".nii.gz")):
+            return None
         import nibabel
         return [float(z) for z in nibabel.load(path).header.get_zooms()[:3]]
     except Exception:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from core.datasets.layouts.types import Sample, image_suffix
+from core.imaging import refs
 from core.imaging.image_io import read_image
 
 RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
@@ -128,7 +129,9 @@ def sample_refs(sample: Sample) -> list[str]:
 
 
 def ref_exists(ref: str) -> bool:
-    return ref_parts(ref)[0].exists()
+    """Whether every file the reference reads exists (core.imaging.refs.ref_files: an
+    element's array file, a folder's slices, a manifest's DICOM files)."""
+    return refs.ref_exists(ref)
 
 
 def _same_spacing(a: tuple[float, ...] | None, b: tuple[float, ...] | None) -> bool:

@@ -33,9 +33,17 @@ def planned_description(settings: Settings, plan: dict) -> str:
     return entry.card.description if entry else ""
 
 
+def planned_interpretation(settings: Settings, plan: dict) -> str | None:
+    """The reading of the folder chosen when the planned dataset was registered."""
+    entry = find_entry(settings, plan.get("dataset") or "")
+    return (entry.card.interpretation or None) if entry else None
+
+
 def scan_planned(settings: Settings, plan: dict) -> ScanResult:
-    """Scan the planned dataset, helped by its datacard's description. Raises ScanError."""
-    return scan_folder(planned_dataset(plan), planned_description(settings, plan))
+    """Scan the planned dataset, helped by its datacard's description and read the way its
+    registration chose. Raises ScanError."""
+    return scan_folder(planned_dataset(plan), planned_description(settings, plan),
+                       planned_interpretation(settings, plan))
 
 
 def build_index(settings: Settings, plan: dict, datapath: Path,
@@ -52,6 +60,7 @@ def build_index(settings: Settings, plan: dict, datapath: Path,
         test_fraction = split.get("test_fraction", TEST_FRACTION)
     seed = split.get("seed", DEFAULT_SEED) if seed is None else seed
     description = planned_description(settings, plan)
-    scan = scan_folder(planned_dataset(plan), description)
+    scan = scan_folder(planned_dataset(plan), description,
+                       planned_interpretation(settings, plan))
     return write_index(scan, datapath, plan.get("template", ""), test_fraction, seed,
                        keep_existing_split, caps=description)

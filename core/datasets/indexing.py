@@ -7,9 +7,11 @@ formats in ml_templates/README.md). Diagnosis index (``Datapath/``):
 * ``train.json`` / ``test.json``: ``{image_path: [label, ...]}`` — absolute paths into the
   read-only dataset; an image is a file, or a folder of 2D slices forming one 3D scan;
 * ``label_dict.json``: ``{label: index}`` from 0, labels sorted;
-* ``split.json``: how the split was made — grouping key, seed, fractions, the caps applied (and
-  the datacard sentence each came from), image counts per class on each side, which groups went
-  where, and each indexed image's group (so training can hold out validation patients too).
+* ``split.json``: how the split was made — grouping key (``patient_key``: its source, rule,
+  whether it is a guess, how many images share a patient, the largest group; ``warnings`` when
+  it is a guess or missing), seed, fractions, the caps applied (and the datacard sentence each
+  came from), image counts per class on each side, which groups went where, and each indexed
+  image's group (so training can hold out validation patients too).
 
 May import: core.datasets.splitting, core.datasets.split_caps, core.datasets.datacards,
 core.datasets.dicom_series, core.datasets.layouts.types.
@@ -41,18 +43,24 @@ def split_record(scan: ScanResult, split: SplitResult) -> dict:
     """What split.json holds (see the module docstring)."""
     multi = any(s.labels is not None for s in scan.samples)
     counts = {"train": class_counts(split.train, multi), "test": class_counts(split.test, multi)}
-    return {"grouping_key": scan.group_source, "dataset": scan.root, **split.info,
-            "counts": counts,
-            "num_images": {"train": len(split.train), "test": len(split.test)},
-            "groups": _groups_map(split)}
+    record = {"grouping_key": scan.group_source, "dataset": scan.root, **split.info,
+              "counts": counts,
+              "num_images": {"train": len(split.train), "test": len(split.test)},
+              "groups": _groups_map(split)}
+    record["warnings"] = list(split.info.get("warnings", []))  # [] when the key is known
+    return record
 
 
 def _summary(datapath: Path, scan: ScanResult, split: SplitResult, record: dict) -> dict:
     summary = {"datapath": str(datapath), "num_train": len(split.train),
                "num_test": len(split.test), "classes": scan.classes, "counts": record["counts"],
-               "split_method": split.info["method"], "grouping_key": scan.group_source,
+               "split_method": split.info["method"], "grouping_key": record["grouping_key"],
                "num_train_groups": len(split.info["train_groups"]),
                "num_test_groups": len(split.info["test_groups"])}
+    key = record.get("patient_key") or {}
+    summary["patient_key"] = {k: key[k] for k in ("source", "guess", "num_groups",
+                                                  "images_sharing_a_patient") if k in key}
+    summary["warnings"] = record["warnings"]
     if "caps" in split.info:
         caps = split.info["caps"]
         summary["caps"] = {k: caps[k] for k in ("train", "test", "total", "per_class",
@@ -89,10 +97,14 @@ def write_diagnosis_index(scan: ScanResult, datapath: str | Path, test_fraction:
     return _summary(datapath, scan, split, record)
 
 
-def _entry(sample: Sample, template: str, classes: list[str]) -> dict:
+def _entry(sample: Sample, template: str, classes: list[str],
+           label_values: list[int] | None = None) -> dict:
     if template == "segmentation":
-        return {"image_path": sample.image, "label_path": sample.extra["label_path"],
-                "labels": classes}
+        entry = {"image_path": sample.image, "label_path": sample.extra["label_path"],
+                 "labels": classes}
+        if label_values:  # labels[i] is stored as mask value label_values[i] (0/255 masks)
+            entry["label_values"] = list(label_values)
+        return entry
     if template == "detection":
         return {"image_path": sample.image, "boxes": sample.extra.get("boxes", []),
                 "labels": sample.extra.get("labels", [])}
@@ -115,8 +127,9 @@ def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
     split = make_split(scan, test_fraction, seed, keep_existing_split, caps)
     _check_both_sides(scan, split)
     datapath = Path(datapath)
-    train = [_entry(s, template, scan.classes) for s in split.train]
-    test = [_entry(s, template, scan.classes) for s in split.test]
+    values = scan.details.get("label_values")
+    train = [_entry(s, template, scan.classes, values) for s in split.train]
+    test = [_entry(s, template, scan.classes, values) for s in split.test]
     if template == "detection":
         write_json_atomic(datapath / "label_dict.json",
                           {label: i for i, label in enumerate(scan.classes)})

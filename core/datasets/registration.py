@@ -85,7 +85,7 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
                      description: str = "", source: str = "registered",
                      overwrite: bool = False, allow_pickle: bool = False,
                      limits: Limits = Limits(), fields: dict | None = None,
-                     new_only: bool = False) -> dict:
+                     new_only: bool = False, interpretation: str | int | None = None) -> dict:
     """Scan, validate and (when valid) save the datacard and its validation report.
 
     ``fields`` are the user's edits of the drafted card (EDITABLE_FIELDS but description, which
@@ -93,12 +93,27 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     already has; otherwise the same name and folder re-registers, and ``overwrite`` replaces a
     card of that name for another folder. Returns {"status": "registered"|"invalid", "name",
     "datacard_path", "validation_path", "task", "errors", "warnings", "validation": {counts,
-    checked, split_preview}}."""
+    checked, split_preview}}.
+
+    ``interpretation`` picks one reading of the folder (its number in the list a close call
+    returns, or a reader name). When two readings are close, or the best explains under half the
+    files, and none was picked, nothing is saved: the status is "needs_choice" and
+    ``interpretations`` lists the readings to choose from."""
     result = {"status": "invalid", "name": name, "datacard_path": None,
               "validation_path": None, "task": None, "errors": [], "warnings": [],
               "validation": None}
     try:
-        scan = scan_folder(path, description)
+        scan = scan_folder(path, description, interpretation)
+        reading = scan.details.get("interpretation") or {}
+        if reading.get("ambiguous"):
+            result.update(status="needs_choice", task=scan.task,
+                          interpretations=scan.details.get("interpretations", []))
+            result["errors"].append(
+                f"this folder can be read in more than one way ({reading['why']}); nothing was "
+                "saved. Choose the reading that is right: on the Datasets page pick it from the "
+                "list, or run the command again with --interpretation N (the numbers below), "
+                "or say in the description where the labels are")
+            return result
         card = draft_datacard(scan, name, description, source)
         if fields:
             card = apply_fields(card, fields, scan)
@@ -173,7 +188,7 @@ def update_datacard(settings: Settings, store: Store, name: str, changes: dict,
         result["errors"].append("description must be text")
         return result
     try:
-        scan = scan_folder(entry.dataset_path, description)
+        scan = scan_folder(entry.dataset_path, description, card.interpretation or None)
         fresh = draft_datacard(scan, card.name, description, card.source)
         data = card.to_json_dict()
         for key in ("dimension", "file_format", "label_source", "grouping_key", "classes",
@@ -247,6 +262,19 @@ def format_registration(result: dict, max_classes: int = 30) -> str:
         if items:
             lines.append(f"{title} ({len(items)}):")
             lines += [f"  - {item}" for item in items]
+    if result.get("interpretations"):
+        lines.append("Readings of the folder (best first; choose with --interpretation N):")
+        for item in result["interpretations"]:
+            if item.get("refused"):
+                lines.append(f"  {item['number']}. {item['reader']}: not usable: "
+                             f"{item['refused']}")
+                continue
+            lines.append(f"  {item['number']}. {item['task']} from {item['source']}: "
+                         f"{item['num_samples']} samples, classes "
+                         f"{', '.join(item['classes']) or '(free text / masks)'}, covers "
+                         f"{item['coverage']:.0%} of the images, patients by "
+                         f"{item['patient_key']}")
+            lines += [f"       e.g. {row}" for row in item["examples"]]
     summary = result.get("validation") or {}
     counts, checked = summary.get("counts") or {}, summary.get("checked") or {}
     preview = summary.get("split_preview") or {}

@@ -3,9 +3,11 @@
 The split is grouped by patient (no patient on both sides), stratified by class (multi-label:
 by each patient's rarest label), and seeded; a split the dataset already has (``train/``,
 ``test/`` folders; ``val/`` is merged into training) is kept. Caps written in the datacard
-description (core.datasets.split_caps) are applied by picking whole patients.
+description (core.datasets.split_caps) are applied by picking whole patients. The patient key
+is the one core.datasets.patient_keys infers (a layout's own key wins; a guess is flagged and
+warned about in ``info["warnings"]``).
 
-May import: core.datasets.split_caps, core.datasets.layouts.types."""
+May import: core.datasets.split_caps, core.datasets.patient_keys, core.datasets.layouts.types."""
 from __future__ import annotations
 
 import json
@@ -14,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from core.datasets.layouts.types import Sample, ScanResult
+from core.datasets.patient_keys import REPORT, infer_patient_keys
 from core.datasets.split_caps import SplitCaps, as_caps
 
 NO_LABEL = "(none)"  # the stratum of a multi-label patient without any positive label
@@ -36,9 +39,11 @@ def sample_key(sample: Sample) -> str:
 
 
 def split_samples(scan: ScanResult) -> list[Sample]:
-    """The scan's samples with the group each split uses. Without a patient key ("none (one
-    group per image)") every image is its own group: two images that only share a file name in
-    different folders are not one patient."""
+    """The scan's samples with the group each split uses: the patient key inferred by
+    core.datasets.patient_keys (a no-op when the scan has it already). Without a patient key
+    ("none (one group per image)") every image is its own group: two images that only share a
+    file name in different folders are not one patient."""
+    scan = infer_patient_keys(scan)
     if scan.group_source.startswith("none"):
         return [replace(s, group=sample_key(s)) for s in scan.samples]
     return scan.samples
@@ -224,18 +229,33 @@ def make_split(scan: ScanResult, test_fraction: float = 0.2, seed: int = 42,
     datacard's caps (a SplitCaps, or the description text to parse)."""
     if not 0.0 < test_fraction < 1.0:
         raise IndexBuildError(f"test_fraction must be between 0 and 1, got {test_fraction}")
+    scan = infer_patient_keys(scan)
     samples = split_samples(scan)
     if keep_existing_split and scan.existing_split:
         split = existing_split(samples)
     else:
         split = grouped_stratified_split(samples, test_fraction, seed)
     split.info.setdefault("seed", seed)
+    _record_patient_key(scan, split)
     split = apply_caps(split, as_caps(caps), seed, test_fraction)
     n = len(split.train) + len(split.test)
     split.info["fractions"] = {"requested_test_fraction": test_fraction,
                                "train": round(len(split.train) / n, 4) if n else 0.0,
                                "test": round(len(split.test) / n, 4) if n else 0.0}
     return split
+
+
+def _record_patient_key(scan: ScanResult, split: SplitResult) -> None:
+    """The key the split grouped by, how sure it is, and its warnings, in ``split.info``."""
+    report = scan.details[REPORT]
+    split.info["grouping_key"] = scan.group_source
+    split.info["patient_key"] = {k: v for k, v in report.items() if k != "warnings"}
+    warnings = list(report["warnings"])
+    leaked = split.info.get("left_out_for_leakage")
+    if leaked:
+        warnings.append(f"{leaked['images']} training images were left out: their patients "
+                        "are also in the dataset's own test folder")
+    split.info["warnings"] = warnings
 
 
 def class_counts(part: list[Sample], multi_label: bool) -> dict[str, int]:
@@ -271,7 +291,12 @@ def preview_split(scan: ScanResult, description: str = "", test_fraction: float 
                "patients": {"train": patients(split.train), "test": patients(split.test)},
                "num_images": {"train": len(split.train), "test": len(split.test)},
                "num_patients": {"train": len(split.info["train_groups"]),
-                                "test": len(split.info["test_groups"])}}
+                                "test": len(split.info["test_groups"])},
+               "grouping_key": split.info["grouping_key"],
+               "patient_key_guessed": split.info["patient_key"]["guess"],
+               "images_sharing_a_patient":
+                   split.info["patient_key"]["images_sharing_a_patient"],
+               "warnings": split.info["warnings"]}
     if "caps" in split.info:
         preview["caps"] = {k: v for k, v in split.info["caps"].items()
                            if k in ("train", "test", "total", "per_class", "balanced", "from",

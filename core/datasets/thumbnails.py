@@ -4,8 +4,9 @@ Bounded: at most ``per_class`` images for each of the first ``max_classes`` clas
 ``seconds``; an image that cannot be read is counted and skipped (registration's validation
 reports it properly). Raster files are read with PIL (orientation as stored); everything else
 through the templates' reader (``core.imaging.image_io.read_image``), showing the middle
-slice of a volume. Pickled arrays are read only when the dataset is trusted. Nothing is written;
-the thumbnails stay in memory and are never sent anywhere else.
+slice of a volume (a DICOM series sharing its folder with others: from its own files).
+Pickled arrays are read only when the dataset is trusted. Nothing is written; the thumbnails
+stay in memory and are never sent anywhere else.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from core.datasets.layouts.types import Sample, ScanResult, image_suffix
+from core.datasets.layouts.types import Sample, ScanResult
+from core.imaging.dicom import read_dicom_series
 from core.imaging.image_io import read_image
+from core.imaging.refs import ELEMENT_RE, RASTER_SUFFIXES, ref_files, ref_items, suffix_of
 
-RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 ALL_IMAGES = "images"  # the group name when a dataset has no classes (reports)
 
 
@@ -53,8 +55,12 @@ def _raster(path: str, size: int) -> Image.Image:
     return out
 
 
-def _other(ref, size: int, allow_pickle: bool) -> Image.Image:
-    arr, _meta = read_image(ref, allow_pickle=allow_pickle)  # (C, *spatial), x before y
+def _other(ref, size: int, allow_pickle: bool, series_files=None) -> Image.Image:
+    if series_files:  # one series of a folder holding several: its own files only
+        arr, _meta = read_dicom_series([str(f) for f in series_files], str(ref),
+                                       images_only=True)
+    else:
+        arr, _meta = read_image(ref, allow_pickle=allow_pickle)  # (C, *spatial), x before y
     if arr.ndim >= 4:  # a volume: its middle slice along the last axis
         arr = arr[..., arr.shape[-1] // 2]
     if arr.ndim == 3 and arr.shape[0] == 3:
@@ -67,15 +73,25 @@ def _other(ref, size: int, allow_pickle: bool) -> Image.Image:
     return out
 
 
-def _thumb(sample: Sample, size: int, allow_pickle: bool) -> bytes:
-    ref = sample.image[0] if isinstance(sample.image, list) else sample.image
-    if isinstance(ref, str) and image_suffix(ref) in RASTER and "::" not in ref:
-        image = _raster(ref, size)
+def thumbnail_png(ref, size: int = 96, allow_pickle: bool = False,
+                  series_files=None) -> bytes:
+    """A PNG thumbnail of an image reference (any form an index holds; a list of channels
+    shows its first). ``series_files``: the DICOM files of one series sharing its folder.
+    Raises ImageReadError (naming a missing file) or the reader's error."""
+    first = ref_items(ref)[0]
+    if not series_files:
+        ref_files(first)  # a missing file (an element's array file, a slice) is named
+    if suffix_of(first) in RASTER_SUFFIXES and not ELEMENT_RE.match(first):
+        image = _raster(first, size)
     else:
-        image = _other(ref, size, allow_pickle)
+        image = _other(first, size, allow_pickle, series_files)
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def _thumb(sample: Sample, size: int, allow_pickle: bool) -> bytes:
+    return thumbnail_png(sample.image, size, allow_pickle, sample.extra.get("series_files"))
 
 
 def _spread(items: list, n: int) -> list:

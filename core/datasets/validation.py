@@ -209,10 +209,11 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
             continue
         masks += 1
         values, whole = distinct_values(array) if array is not None else ([], True)
-        bad = [x for x in values if not whole or x < 0 or x > declared]
+        stored = list(scan.details.get("label_values") or range(1, declared + 1))
+        bad = [x for x in values if not whole or (x != 0 and x not in stored)]
         if bad:
             problems.add("values", f"{label_path} holds {bad[:5]}")
-        seen_values.update(int(x) for x in values if whole and 0 < x <= declared)
+        seen_values.update(stored.index(x) + 1 for x in values if whole and x in stored)
         if geometries and geometries[0] and mask_geometry:
             if (why := geometry_error(geometries[0], mask_geometry)):
                 problems.add("geometry", f"{label_path}: {why} ({refs[0]})")

@@ -28,6 +28,9 @@ from monai.metrics import DiceMetric, compute_hausdorff_distance
 from monai.transforms import AsDiscrete, LoadImage
 
 from core.evaluation.common import EvaluationError, bootstrap_ci, file_sha256
+from core.imaging.arrays import map_label_values
+from core.imaging.image_io import ImageRefReader
+from core.imaging.refs import MissingImageFile, ref_exists, ref_files
 
 AFFINE_TOLERANCE_MM = 1e-3
 
@@ -36,11 +39,19 @@ def _key(path) -> str:
     return json.dumps(path) if isinstance(path, (list, tuple)) else str(path)
 
 
-def _read(path: str):
+def _read(ref):
+    """A mask (ground truth or prediction) as a MetaTensor (1, *spatial), read by the
+    templates' reader: any index reference (a file, ``file.npz::key[i]``, a folder of slices,
+    a series manifest). A missing file is named as such."""
     try:
-        return LoadImage(image_only=True, ensure_channel_first=True)(path)
+        ref_files(ref)
+        return LoadImage(reader=ImageRefReader(), image_only=True,
+                         ensure_channel_first=True)(ref)
+    except MissingImageFile as exc:
+        raise EvaluationError(f"mask {_key(ref)}: {exc}") from exc
     except Exception as exc:
-        raise EvaluationError(f"cannot read mask {path}: {type(exc).__name__}: {exc}") from exc
+        raise EvaluationError(f"cannot read mask {_key(ref)}: {type(exc).__name__}: "
+                              f"{exc}") from exc
 
 
 def _as_labels(mask, path: str, num_classes: int) -> torch.Tensor:
@@ -109,7 +120,7 @@ def evaluate_segmentation(datapath: str | Path, predictions_path: str | Path) ->
     for case in test:
         pred = (found.get(("label_path", _key(case["label_path"])))
                 or found.get(("image_path", _key(case["image_path"]))))
-        (pairs.append((case, pred)) if pred and Path(pred).exists() else missing.append(case))
+        (pairs.append((case, pred)) if pred and ref_exists(pred) else missing.append(case))
     if missing:
         raise EvaluationError(f"{len(missing)} of {len(test)} test cases have no predicted mask "
                               f"file, e.g. {missing[0]['label_path']}")
@@ -124,7 +135,8 @@ def evaluate_segmentation(datapath: str | Path, predictions_path: str | Path) ->
                 atol=AFFINE_TOLERANCE_MM):
             raise EvaluationError(f"{pred_path} is not on the ground truth's grid (affine "
                                   f"differs from {case['label_path']})")
-        truth = _as_labels(truth_img, case["label_path"], num_classes)
+        truth = _as_labels(map_label_values(truth_img, case.get("label_values")),
+                           case["label_path"], num_classes)
         pred = _as_labels(pred_img, pred_path, num_classes)
         spacing = [float(s) for s in truth_img.pixdim][:truth.ndim - 1]
         dice, hd95 = case_metrics(pred, truth, num_classes, spacing)

@@ -203,3 +203,15 @@ def read_array_ref(ref: str, allow_pickle: bool) -> tuple[np.ndarray, dict]:
     arr = _select(container, key, index, ref, stamp, _ARRAYS if match else _NO_CACHE)
     arr = array_channels_first(np.asarray(arr), ref)
     return arr, {"format": suffix_of(path).lstrip(".")}
+
+
+def map_label_values(array, label_values):
+    """A mask whose labels are stored as other values (a binary mask as 0/255: ``label_values``
+    [255]) as labels 1..N: value ``label_values[i]`` becomes i + 1, anything else 0. Unchanged
+    when ``label_values`` is empty. NumPy arrays and torch tensors alike."""
+    if not label_values:
+        return array
+    out = array * 0
+    for i, value in enumerate(label_values):
+        out[array == value] = i + 1
+    return out

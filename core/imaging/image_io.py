@@ -41,7 +41,7 @@ from core.imaging.arrays import read_array_ref
 from core.imaging.dicom import read_dicom_file, read_dicom_series
 from core.imaging.refs import (ARRAY_SUFFIXES, DICOM_SUFFIXES, ELEMENT_RE, ITK_SUFFIXES,
                                ImageReadError, MANIFEST_SUFFIX, NIFTI_SUFFIXES, PICKLE_REFUSED,
-                               PICKLE_SUFFIXES, RASTER_SUFFIXES, is_dicom_file, natural_key,
+                               PICKLE_SUFFIXES, RASTER_SUFFIXES, folder_slices, is_dicom_file,
                                parse_ref, read_manifest, suffix_of)
 
 
@@ -125,21 +125,17 @@ def _read_file(path: Path) -> tuple[np.ndarray, dict]:
 
 
 def _read_folder(folder: Path) -> tuple[np.ndarray, dict]:
-    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
-    raster = sorted((p for p in files if suffix_of(p) in RASTER_SUFFIXES), key=natural_key)
-    if raster:
-        slices = [_via_monai("pil", p, "slice")[0] for p in raster]
-        if len({s.shape[0] for s in slices}) > 1:  # gray and colour slices mixed: all gray
-            slices = [s[:3].mean(0, keepdims=True) for s in slices]
-        shapes = {s.shape for s in slices}
-        if len(shapes) > 1:
-            raise ImageReadError(f"{folder}: slices have different sizes {sorted(shapes)[:3]}")
-        return np.stack(slices, axis=-1), {"format": "slices", "num_slices": len(slices),
-                                           "stacked_slices": True}
-    dicoms = [p for p in files if is_dicom_file(p)]
-    if dicoms:
-        return read_dicom_series(dicoms, str(folder), images_only=True)
-    raise ImageReadError(f"no image slices in folder {folder} (PNG/JPEG/BMP/TIFF or DICOM files)")
+    slices = folder_slices(folder)  # raster slices in name order, else the DICOM files
+    if suffix_of(slices[0]) not in RASTER_SUFFIXES:
+        return read_dicom_series(slices, str(folder), images_only=True)
+    arrays = [_via_monai("pil", p, "slice")[0] for p in slices]
+    if len({s.shape[0] for s in arrays}) > 1:  # gray and colour slices mixed: all gray
+        arrays = [s[:3].mean(0, keepdims=True) for s in arrays]
+    shapes = {s.shape for s in arrays}
+    if len(shapes) > 1:
+        raise ImageReadError(f"{folder}: slices have different sizes {sorted(shapes)[:3]}")
+    return np.stack(arrays, axis=-1), {"format": "slices", "num_slices": len(arrays),
+                                       "stacked_slices": True}
 
 
 def _read_one(ref: str, allow_pickle: bool) -> tuple[np.ndarray, dict]:

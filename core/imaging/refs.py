@@ -1,6 +1,7 @@
 """What an index image reference is and which files stand behind it: the suffix tables,
-file.npz::key[i] element references, series manifests, lists of channel references, and the
-error every reader raises (ImageReadError).
+file.npz::key[i] element references, series manifests, lists of channel references, the error
+every reader raises (ImageReadError), and ``ref_files``: the one answer to "which files does
+this reference read?" that hashing, existence checks, previews and caches all use.
 
 May import: the standard library and pydicom only."""
 from __future__ import annotations
@@ -41,6 +42,10 @@ PICKLE_REFUSED = ("{ref}: unpickling a file runs code stored in it, so pickled i
 
 class ImageReadError(ValueError):
     """An image reference cannot be read; the message names the reference and what to do."""
+
+
+class MissingImageFile(ImageReadError, FileNotFoundError):
+    """A file an image reference names does not exist; the message names the file."""
 
 
 def suffix_of(path: str | os.PathLike) -> str:
@@ -89,18 +94,93 @@ def parse_ref(ref: Any) -> str | list[str]:
     return text
 
 
-def ref_files(ref: Any) -> list[Path]:
-    """The files (or folders) a reference depends on: what must exist for it to be readable."""
-    parsed = parse_ref(ref)
+def ref_items(ref: Any) -> list[str]:
+    """The single references inside ``ref``, in order: a (nested) list or tuple of channel
+    references, or the JSON text of one (as a dict-keyed index stores it), flattened; anything
+    else is one reference (a file, a folder of slices, ``file.npz::key[i]``, a manifest)."""
+    if isinstance(ref, (list, tuple)):
+        if not ref:
+            raise ImageReadError("an empty list of channel files is not an image")
+        return [item for r in ref for item in ref_items(r)]
+    if ref is None:
+        raise ImageReadError("no image reference given (None)")
+    parsed = parse_ref(os.fspath(ref) if isinstance(ref, os.PathLike) else ref)
     if isinstance(parsed, list):
-        return [p for r in parsed for p in ref_files(r)]
-    match = ELEMENT_RE.match(parsed)
-    return [Path(match.group("file") if match else parsed)]
+        return [item for r in parsed for item in ref_items(r)]
+    if not parsed.strip():
+        raise ImageReadError("an empty image reference names no file")
+    return [parsed]
+
+
+def folder_slices(folder: Path) -> list[Path]:
+    """The 2D slices of a folder read as one 3D image: its PNG/JPEG/BMP/TIFF files in
+    natural-number order of their names, else its DICOM files (hidden files left out).
+    Raises ImageReadError when it holds neither."""
+    try:
+        entries = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    except OSError as exc:
+        raise ImageReadError(f"{folder}: the folder cannot be listed "
+                             f"({exc.strerror or exc})") from exc
+    raster = sorted((p for p in entries if suffix_of(p) in RASTER_SUFFIXES), key=natural_key)
+    if raster:
+        return raster
+    dicoms = sorted((p for p in entries if is_dicom_file(p)), key=natural_key)
+    if dicoms:
+        return dicoms
+    raise ImageReadError(f"no image slices in folder {folder} (PNG/JPEG/BMP/TIFF or DICOM files)")
+
+
+def _files_of_one(item: str, manifests: bool) -> list[Path]:
+    match = ELEMENT_RE.match(item)
+    path = Path(match.group("file") if match else item).expanduser()
+    if not path.exists():
+        where = f" (the array file {item} points into)" if match else ""
+        raise MissingImageFile(f"{path} does not exist{where}. Check the path, or index the "
+                               "dataset again if its files moved")
+    if match:
+        return [path]
+    if path.is_dir():
+        return folder_slices(path)
+    if suffix_of(path) == MANIFEST_SUFFIX:
+        files, _ = read_manifest(path)
+        gone = [f for f in files if not f.exists()]
+        if gone:
+            raise MissingImageFile(f"{gone[0]} does not exist ({len(gone)} of the {len(files)} "
+                                   f"DICOM files listed in the series manifest {path} are "
+                                   "missing). Restore them, or index the dataset again")
+        return ([path] if manifests else []) + files
+    return [path]
+
+
+def ref_files(ref: Any, manifests: bool = False) -> list[Path]:
+    """Every file an index image reference (or label_path) reads, each once, in order:
+
+    * a file -> itself; ``file.npz::key[i]`` (any ELEMENT_RE reference) -> the array file;
+    * a folder of slices -> its slice files (``folder_slices``);
+    * a ``*.series.json`` manifest -> the DICOM files it lists (with ``manifests``, the
+      manifest itself first: it is index data, written in the job's Datapath);
+    * a list (nested, or its JSON text) of any of these -> all their files.
+
+    Raises MissingImageFile (an ImageReadError and a FileNotFoundError) naming the first file
+    that does not exist, and ImageReadError for a reference that names no files (an empty
+    folder, an unreadable manifest)."""
+    seen: set[Path] = set()
+    out: list[Path] = []
+    for item in ref_items(ref):
+        for path in _files_of_one(item, manifests):
+            if path not in seen:
+                seen.add(path)
+                out.append(path)
+    return out
 
 
 def ref_exists(ref: Any) -> bool:
-    """Whether every file a reference names exists (an element ref: its array file)."""
-    return all(p.exists() for p in ref_files(ref))
+    """Whether every file a reference reads exists (``ref_files`` raises nothing)."""
+    try:
+        ref_files(ref)
+    except ImageReadError:
+        return False
+    return True
 
 
 def read_manifest(path: Path) -> tuple[list[Path], str | None]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.datasets.layouts.types import group_of
+from core.imaging.refs import ImageReadError, ref_files, ref_items
 from core.jobs.workspace import JobWorkspace
 
 
@@ -88,34 +89,23 @@ def _index_key(image) -> str:
     return image if isinstance(image, str) else json.dumps(image)
 
 
-def _ref_files(ref: str) -> list[str]:
-    """The files an image reference needs: a path; each file of a channel list (or its JSON
-    text); the array file of an element reference ``file.npz::key[i]``."""
-    files = [ref]
-    if ref.startswith("["):
-        try:
-            parsed = json.loads(ref)
-            files = [str(f) for f in parsed] if isinstance(parsed, list) else files
-        except json.JSONDecodeError:
-            pass
-    return [f.split("::", 1)[0] for f in files]
-
-
-def _exists(ref) -> bool:
-    refs = ref if isinstance(ref, list) else [ref]
-    return all(Path(f).exists() for r in refs for f in _ref_files(str(r)))
+def _unresolved(ref) -> str | None:
+    """Why an image reference's files cannot be found (core.imaging.refs.ref_files: the
+    array file of ``file.npz::key[i]``, a folder's slices, a manifest's DICOM files, every
+    channel of a list or its JSON text); None when they all exist."""
+    try:
+        ref_files(ref)
+    except ImageReadError as exc:
+        return str(exc)
+    return None
 
 
 def _first_file(key: str) -> str:
     """An index key names a file, or (JSON text of) a list of channel files: the first one."""
-    if key.startswith("["):
-        try:
-            files = json.loads(key)
-        except json.JSONDecodeError:
-            return key
-        if isinstance(files, list) and files:
-            return str(files[0])
-    return key
+    try:
+        return ref_items(key)[0]
+    except ImageReadError:
+        return key
 
 
 def _group_leak(train_keys: list[str], test_keys: list[str], split: dict) -> str | None:
@@ -181,9 +171,10 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
         if bad:
             errors.append(f"{name}.json: {len(bad)} entries have labels missing from "
                           f"label_dict.json, e.g. {bad[0]}")
-        missing = [p for p in index if not _exists(p)]
+        missing = [why for p in index if (why := _unresolved(p))]
         if missing:
-            errors.append(f"{name}.json: {len(missing)} images do not exist, e.g. {missing[0]}")
+            errors.append(f"{name}.json: {len(missing)} images do not exist or name no image "
+                          f"files, e.g. {missing[0]}")
     if errors:
         return GateResult("index", False, errors)
     overlap = set(train) & set(test)
@@ -203,10 +194,10 @@ def check_diagnosis_index(ws: JobWorkspace) -> GateResult:
     return GateResult("index", not errors, errors, facts)
 
 
-def _paths_of(entry: dict) -> list[str]:
-    image = entry.get("image_path")
-    paths = list(image) if isinstance(image, list) else [image]
-    return paths + ([entry["label_path"]] if entry.get("label_path") else [])
+def _paths_of(entry: dict) -> list:
+    """The references of a list-index entry: its image (a list of channels stays one
+    reference, so one missing channel counts once) and its label_path."""
+    return [entry.get("image_path")] + ([entry["label_path"]] if entry.get("label_path") else [])
 
 
 def _entry_errors(entry, template: str) -> str | None:
@@ -245,9 +236,10 @@ def check_list_index(ws: JobWorkspace, template: str) -> GateResult:
         if bad:
             errors.append(f"{name}.json: {len(bad)} bad entries, e.g. #{bad[0][0]}: {bad[0][1]}")
             continue
-        missing = [p for entry in index for p in _paths_of(entry) if not _exists(p)]
+        missing = [why for entry in index for p in _paths_of(entry) if (why := _unresolved(p))]
         if missing:
-            errors.append(f"{name}.json: {len(missing)} files do not exist, e.g. {missing[0]}")
+            errors.append(f"{name}.json: {len(missing)} files do not exist or name no image "
+                          f"files, e.g. {missing[0]}")
     if errors:
         return GateResult("index", False, errors)
     key = lambda entry: _index_key(entry["image_path"])  # noqa: E731

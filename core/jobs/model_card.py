@@ -39,6 +39,24 @@ def _per_class(report: dict) -> str:
     return f"\n| class | {' | '.join(keys)} |\n|{'---|' * (len(keys) + 1)}\n{rows}\n"
 
 
+def _groups_line(split: dict) -> str:
+    """Patients on each side; "none on both sides" only where the patient key was known."""
+    n_train, n_test = len(split.get("train_groups", [])), len(split.get("test_groups", []))
+    grouping = str(split.get("grouping_key") or "")
+    if not grouping or grouping.startswith("none"):
+        return (f"{n_train} training and {n_test} test images, each its own group: the dataset "
+                "gives no patient key, so one patient's images may be on both sides.")
+    if (split.get("patient_key") or {}).get("guess"):
+        return (f"{n_train} training and {n_test} test groups by a patient key guessed from "
+                "file or folder names; no group is on both sides, but where the guess is wrong "
+                "one patient's images may be.")
+    if "; none (" in grouping:
+        return (f"{n_train} training and {n_test} test patients/groups ({grouping}); none on "
+                "both sides, but the images without a key are each their own group, so one "
+                "patient's images among them may be on both sides.")
+    return f"{n_train} training and {n_test} test patients/groups; none on both sides."
+
+
 def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> str:
     counts = split.get("counts", {})
     template = plan.get("template", "diagnosis")
@@ -56,8 +74,7 @@ def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> s
 - Dataset: {plan['dataset']} (`{plan['dataset_path']}`)
 - Split: {split.get('method')} by {split.get('grouping_key')}, seed {split.get('seed')};
   train {json.dumps(counts.get('train', {}))}, test {json.dumps(counts.get('test', {}))}
-- {len(split.get('train_groups', []))} training and \
-{len(split.get('test_groups', []))} test patients/groups; none on both sides.
+- {_groups_line(split)}
 
 ## Model
 - Template: {template}; network: {summary.get('network')}, trained from scratch unless a local

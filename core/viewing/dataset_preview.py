@@ -56,7 +56,7 @@ def sample_ref(sample) -> SampleRef:
 _SCANS = _LRU(max_items=4, max_bytes=1 << 62, size_of=lambda s: 0)
 
 
-def dataset_scan(root: str | Path, description: str = ""):
+def dataset_scan(root: str | Path, description: str = "", interpretation: str = ""):
     """core.datasets.layouts.dispatch.scan_folder of a dataset folder, cached by folder and its
     modification time. Raises PreviewError (with the scanner's advice) when the folder cannot be
     scanned."""
@@ -66,8 +66,8 @@ def dataset_scan(root: str | Path, description: str = ""):
     except OSError:
         raise PreviewError(f"dataset folder {path} does not exist on this server") from None
     try:
-        return _SCANS.get(("scan", str(path), description, stamp),
-                          lambda: scan_folder(path, description))
+        return _SCANS.get(("scan", str(path), description, interpretation, stamp),
+                          lambda: scan_folder(path, description, interpretation or None))
     except (ScanError, OSError, ValueError) as exc:
         raise PreviewError(f"cannot list the dataset's images: {exc}") from None
 

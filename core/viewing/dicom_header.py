@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from core.privacy.phi import PHI_KEYWORDS, PHI_VRS
-from core.imaging.refs import (ELEMENT_RE, MANIFEST_SUFFIX, is_dicom_file, parse_ref, read_manifest,
-                               suffix_of)
+from core.imaging.refs import ELEMENT_RE, ImageReadError, is_dicom_file, ref_files, ref_items
 
 HIDDEN = "(hidden: patient-identifying)"
 BINARY_VRS = frozenset({"OB", "OD", "OF", "OL", "OV", "OW", "UN"})
@@ -51,24 +50,12 @@ def dicom_file_of(ref: Any, series_files: Sequence[str] | None = None) -> Path |
     file of a series (files list, manifest, or folder of slices); None when it is not DICOM."""
     if series_files:
         return Path(series_files[0])
-    parsed = parse_ref(ref) if ref else ""
-    first = parsed[0] if isinstance(parsed, list) else parsed
-    if not first or ELEMENT_RE.match(first):
+    try:
+        first = ref_items(ref)[0]
+        files = [] if ELEMENT_RE.match(first) else ref_files(first)
+    except ImageReadError:
         return None
-    path = Path(first).expanduser()
-    if suffix_of(path) == MANIFEST_SUFFIX and path.is_file():
-        try:
-            files, _ = read_manifest(path)
-        except ValueError:
-            return None
-        return files[0] if files else None
-    if path.is_dir():
-        try:
-            candidates = sorted(p for p in path.iterdir() if p.is_file())
-        except OSError:
-            return None
-        return next((p for p in candidates if is_dicom_file(p)), None)
-    return path if path.is_file() and is_dicom_file(path) else None
+    return next((p for p in files if p.is_file() and is_dicom_file(p)), None)
 
 
 def _value_text(element) -> str:

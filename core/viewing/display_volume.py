@@ -29,7 +29,7 @@ import numpy as np
 
 from core.imaging.dicom import read_dicom_series
 from core.imaging.image_io import read_image
-from core.imaging.refs import ImageReadError, parse_ref, ref_files
+from core.imaging.refs import ELEMENT_RE, ImageReadError, parse_ref, ref_files, ref_items
 
 MAX_DISPLAY_VOXELS = 1 << 24   # values kept per display volume, all channels (64 MB float32)
 MAX_CHANNELS = 16              # channels (sequences, time points) kept for display
@@ -82,12 +82,44 @@ class _LRU:
             self.hits = 0
 
 
+def _files(ref: Any, series_files: Sequence[str] | None, manifests: bool = False) -> list[Path]:
+    """The files a preview reads (core.imaging.refs.ref_files, or the given series files);
+    PreviewError naming a missing one. A folder is counted first: one with more than
+    MAX_FOLDER_FILES files (a dataset root typed by mistake) is refused before it is listed."""
+    if series_files:
+        return [Path(p) for p in series_files]
+    try:
+        for item in ref_items(ref):
+            path = Path(item).expanduser()
+            if not ELEMENT_RE.match(item) and path.is_dir():
+                _count_folder(path)
+        return ref_files(ref, manifests=manifests)
+    except FileNotFoundError as exc:
+        raise PreviewError(f"{exc}. It must name a file or folder on this server (the machine "
+                           "running M3Builder).") from None
+    except ImageReadError as exc:
+        raise PreviewError(str(exc)) from None
+    except OSError as exc:
+        raise PreviewError(f"{ref}: cannot be read ({exc.strerror or exc}). Give the app read "
+                           "access to it.") from None
+
+
+def _count_folder(path: Path) -> None:
+    count = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            count += entry.is_file()
+            if count > MAX_FOLDER_FILES:
+                raise PreviewError(
+                    f"{path} holds more than {MAX_FOLDER_FILES} files: a folder is read as the "
+                    "slices of one 3D image. Give one image file, or the folder of one series.")
+
+
 def _stamp(ref: Any, series_files: Sequence[str] | None = None) -> tuple:
-    """(path, mtime_ns) of every file a reference depends on; PreviewError when one is
-    missing (so a changed file is re-read and a missing one says so)."""
-    paths = [Path(p) for p in series_files] if series_files else ref_files(ref)
+    """(path, mtime_ns) of every file a reference reads (a series manifest too); PreviewError
+    when one is missing (so a changed file is re-read and a missing one says so)."""
     out = []
-    for path in paths:
+    for path in _files(ref, series_files, manifests=True):
         try:
             out.append((str(path), path.stat().st_mtime_ns))
         except FileNotFoundError:
@@ -198,23 +230,9 @@ def _channel_stats(channel: np.ndarray) -> tuple[float, float, float, float]:
 
 def _check_size(ref: Any, series_files: Sequence[str] | None) -> None:
     """Refuse what would take unbounded time or memory to read for a preview: a folder with
-    more than MAX_FOLDER_FILES files (a dataset root typed by mistake) or files over
-    MAX_READ_BYTES."""
-    paths = [Path(p) for p in series_files] if series_files else ref_files(ref)
-    total = 0
-    for path in paths:
-        if path.is_dir():
-            count = 0
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    count += entry.is_file()
-                    if count > MAX_FOLDER_FILES:
-                        raise PreviewError(
-                            f"{path} holds more than {MAX_FOLDER_FILES} files: a folder is read "
-                            "as the slices of one 3D image. Give one image file, or the folder "
-                            "of one series.")
-        elif path.is_file():
-            total += path.stat().st_size
+    more than MAX_FOLDER_FILES files (a dataset root typed by mistake) or files (a series'
+    slices, an array file an element points into) over MAX_READ_BYTES together."""
+    total = sum(path.stat().st_size for path in _files(ref, series_files))
     if total > MAX_READ_BYTES:
         raise PreviewError(f"{ref}: {total / 2**30:.1f} GiB on disk, more than the preview reads "
                            f"({MAX_READ_BYTES / 2**30:.0f} GiB)")

@@ -13,15 +13,18 @@ several files only as the DICOM slices of one series.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from core.imaging.refs import ELEMENT_RE, MANIFEST_SUFFIX, MissingImageFile, ref_files, suffix_of
 from core.viewing.model_loading import InferenceError, LoadedModel
 
 UPLOAD_DIR = ("tmp", "inference")  # under the home folder
@@ -114,10 +117,17 @@ def saved_upload(home: str | Path, files: Sequence[tuple[str, bytes]]) -> Iterat
 
 # ----------------------------------------------------------------------------- prediction
 
-def _read(ref: Path) -> tuple[np.ndarray, dict]:
+def read_for_prediction(ref: Any) -> tuple[np.ndarray, dict]:
+    """Read the image a model is asked about: an upload, or any index image reference (a file,
+    a folder of slices, ``file.npz::key[i]``, a series manifest, a list of channel files).
+    Raises InferenceError naming a missing file or saying why the image cannot be read."""
     from core.imaging.image_io import read_image
+    ref = str(ref) if isinstance(ref, Path) else ref
     try:
-        return read_image(str(ref))
+        ref_files(ref)
+        return read_image(ref)
+    except MissingImageFile as exc:
+        raise InferenceError(f"the image cannot be found: {exc}") from exc
     except (ValueError, OSError) as exc:  # ImageReadError is a ValueError
         raise InferenceError(f"the upload cannot be read as an image: {exc}. Upload a "
                              f"{ACCEPTED_TEXT} file.") from exc
@@ -148,11 +158,13 @@ def _display(array: np.ndarray) -> np.ndarray:
     return array[:3].mean(0).astype(np.float32)
 
 
-def predict(loaded: LoadedModel, ref: str | Path) -> Prediction:
-    """Run the model on one image reference (a file or a folder of DICOM slices)."""
+def predict(loaded: LoadedModel, ref: Any) -> Prediction:
+    """Run the model on one image reference: an upload (a file or a folder of DICOM slices)
+    or any reference an index holds (see ``read_for_prediction``)."""
     import torch
 
-    array, meta = _read(Path(ref))
+    ref = str(ref) if isinstance(ref, Path) else ref
+    array, meta = read_for_prediction(ref)
     array = _check_dims(array, loaded)
     if loaded.in_channels > 1 and array.shape[0] != loaded.in_channels and (
             loaded.template == "segmentation"):
@@ -164,15 +176,20 @@ def predict(loaded: LoadedModel, ref: str | Path) -> Prediction:
     try:
         with torch.no_grad():
             if loaded.engine == "nnunet":
+                if not isinstance(ref, str) or ELEMENT_RE.match(ref) or \
+                        suffix_of(ref) == MANIFEST_SUFFIX:
+                    raise InferenceError("an nnU-Net model reads one image file (NIfTI, PNG, "
+                                         f"DICOM) or a folder of one DICOM series, not {ref}")
                 out.mask = _predict_nnunet(loaded, Path(ref), array.shape[1:])
-            elif loaded.template == "diagnosis":
-                out.probabilities = _predict_diagnosis(loaded, str(ref))
+            elif loaded.template == "diagnosis":  # a diagnosis index names channels as JSON
+                out.probabilities = _predict_diagnosis(
+                    loaded, ref if isinstance(ref, str) else json.dumps(list(ref)))
             elif loaded.template == "segmentation":
-                out.mask = _predict_segmentation(loaded, str(ref))
+                out.mask = _predict_segmentation(loaded, ref)
             elif loaded.template == "detection":
-                out.boxes = _predict_detection(loaded, str(ref))
+                out.boxes = _predict_detection(loaded, ref)
             else:
-                out.text = _predict_report(loaded, str(ref))
+                out.text = _predict_report(loaded, ref)
     except InferenceError:
         raise
     except (ValueError, RuntimeError) as exc:  # the template refused this image
@@ -192,7 +209,7 @@ def _predict_diagnosis(loaded: LoadedModel, ref: str) -> dict[str, float]:
     return {name: float(p) for name, p in zip(loaded.classes, probs)}
 
 
-def _predict_segmentation(loaded: LoadedModel, ref: str) -> np.ndarray:
+def _predict_segmentation(loaded: LoadedModel, ref: Any) -> np.ndarray:
     from ml_templates.segmentation.inference import sliding_window_probs
     dl = loaded.dl
     dataset = dl.SegmentationDataset("test", augment=False,
@@ -227,7 +244,7 @@ def _predict_nnunet(loaded: LoadedModel, ref: Path, shape: Sequence[int]) -> np.
     return mask.reshape(tuple(shape)) if mask.size == int(np.prod(shape)) else mask
 
 
-def _predict_detection(loaded: LoadedModel, ref: str) -> list[dict]:
+def _predict_detection(loaded: LoadedModel, ref: Any) -> list[dict]:
     from ml_templates.detection.model import predict as detect
     dl = loaded.dl
     dataset = dl.DetectionDataset("test", augment=False,
@@ -241,7 +258,7 @@ def _predict_detection(loaded: LoadedModel, ref: str) -> list[dict]:
              "label": loaded.classes[int(found["labels"][i])]} for i in order]
 
 
-def _predict_report(loaded: LoadedModel, ref: str) -> str:
+def _predict_report(loaded: LoadedModel, ref: Any) -> str:
     from ml_templates.report_generation.model import generate_reports
     dl, tokenizer = loaded.dl, loaded.extra["tokenizer"]
     dataset = dl.ReportDataset("test", augment=False, datapath=str(loaded.workspace / "Datapath"),

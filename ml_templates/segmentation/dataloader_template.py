@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 from monai.data import CacheDataset, MetaTensor
 from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, EnsureTyped,
-                              Invertd, LoadImaged, MapTransform, NormalizeIntensityd,
+                              Invertd, LoadImaged, MapLabelValued, MapTransform,
+                              NormalizeIntensityd,
                               Orientationd, RandCropByLabelClassesd,
                               RandCropByPosNegLabeld, RandFlipd,
                               RandScaleIntensityd, RandShiftIntensityd, ScaleIntensityd,
@@ -82,11 +83,16 @@ def nonzero(x):
     return x != 0
 
 
-def preprocessing(keys: list[str]) -> list:
-    """The deterministic, invertible steps shared by training and evaluation."""
+def preprocessing(keys: list[str], label_values: list | None = None) -> list:
+    """The deterministic, invertible steps shared by training and evaluation. ``label_values``
+    (from the index: a binary mask stored as 0/255 gives [255]) map the stored mask values to
+    labels 1..N."""
     modes = ["bilinear", "nearest"][:len(keys)]
     steps = [LoadImaged(keys, reader=ImageRefReader(allow_pickle=ALLOW_PICKLE), image_only=True),
              EnsureChannelFirstd(keys), FitImage(keys)]
+    if label_values and "label" in keys:
+        steps.append(MapLabelValued("label", orig_labels=list(label_values),
+                                    target_labels=list(range(1, len(label_values) + 1))))
     if SPATIAL_DIMS == 3:
         steps.append(Orientationd(keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))))
     if PIXDIM:
@@ -142,7 +148,8 @@ class SegmentationDataset(torch.utils.data.Dataset):
         if self.augment and not has_label:
             raise ValueError("training patches need a label_path for every case")
         self.keys = ["image", "label"] if has_label else ["image"]
-        self.pre = Compose(preprocessing(self.keys))
+        self.pre = Compose(preprocessing(self.keys, (self.items[0].get("label_values")
+                                                     if self.items else None)))
         self.transforms = Compose([*self.pre.transforms,
                                    *(training_steps() if self.augment else [])])
         records = [{"image": _resolve(it["image_path"], self.datapath),

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 
+from core.imaging.arrays import map_label_values
+
 DATASET_ID = 501
 DATASET_NAME = f"Dataset{DATASET_ID:03d}_M3B"
 TRAINER_NAME = "nnUNetTrainerM3B"
@@ -102,6 +104,11 @@ def _write_case(item: dict, case_id: str, images_dir: Path, labels_dir: Path | N
             raise NnunetEngineError(f"{case_id}: label {item['label_path']} is not on the image's "
                                     f"grid ({diff})")
         label.CopyInformation(ref)  # identical within tolerance: make it exact for nnU-Net
+        if item.get("label_values"):  # 0/255 masks: nnU-Net wants labels 0..N
+            mapped = sitk.GetImageFromArray(map_label_values(
+                sitk.GetArrayFromImage(label), item["label_values"]).astype(np.uint8))
+            mapped.CopyInformation(label)
+            label = mapped
         arr = sitk.GetArrayViewFromImage(label)
         if arr.min() < 0 or not np.array_equal(arr, np.round(arr)):
             raise NnunetEngineError(f"{case_id}: label must hold non-negative integers")

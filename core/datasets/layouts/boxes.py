@@ -167,7 +167,10 @@ def _coco_boxes(files: list[tuple[Path, dict]], matcher: FileMatcher,
         "three_d": three_d, "categories": [categories[k] for k in sorted(categories, key=str)]}}
 
 
-def _result(root: Path, found: dict, images: list[Path], skipped: list[str]):
+def boxes_result(root: Path, found: dict, images: list[Path], skipped: list[str]):
+    """The detection ScanResult of ``found`` = {"images": {path: {"boxes", "labels", "split"}},
+    "details": {..., "table", "three_d"}} (shared by the CSV, COCO, VOC, YOLO and labelme
+    readers)."""
     per_image = found["images"]
     if not per_image:
         return None
@@ -199,7 +202,7 @@ def scan_boxes(root: Path, images: list[Path], description: str = ""):
         skipped: list[str] = []
         found = _csv_boxes(table, matcher, skipped)
         if found:
-            return _result(root, found, images, skipped)
+            return boxes_result(root, found, images, skipped)
     coco = []
     for path in candidate_files(root, (".json",), description):
         data = load_json(path)
@@ -207,5 +210,5 @@ def scan_boxes(root: Path, images: list[Path], description: str = ""):
             coco.append((path, data))
     if coco:
         skipped = []
-        return _result(root, _coco_boxes(coco, matcher, skipped), images, skipped)
+        return boxes_result(root, _coco_boxes(coco, matcher, skipped), images, skipped)
     return None

@@ -13,8 +13,9 @@ to the other layouts.
 
 The patient key is a patient prefix of the name (``patient001_...``), else the part before the
 label when several files share it (``0042_normal_1.png``, ``0042_normal_2.png``), else none.
-Images may sit at the top of the folder, in an ``images/`` folder, or under ``train/`` ``test/``
-(whose split is kept).
+Images may sit at the top of the folder, in an ``images/`` folder or any plain container folder
+(``scans/``, ``nifti/``: no sibling folder holds images), or under ``train/`` ``test/`` (whose
+split is kept).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from core.datasets.layouts.common import group_source, held_out_splits, split_of_path
+from core.datasets.layouts.common import (GENERIC_DIRS, group_source, held_out_splits,
+                                          split_of_path)
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, MAX_FILES, SPLIT_NAMES, Sample,
                                          ScanResult, group_of, image_suffix, is_image)
 from core.datasets.layouts.mask_pairing import IMAGE_DIRS
@@ -117,20 +119,43 @@ def find_label_tokens(stems: list[str], description: str = "") -> dict | None:
 
 
 def _image_files(root: Path) -> list[Path] | None:
-    """Images at the top, in image/split folders (``images/``, ``train/``, ``test/images/``);
-    None as soon as an image sits in another folder (class folders, case folders)."""
-    allowed = set(IMAGE_DIRS) | set(SPLIT_NAMES)
+    """Images at the top, in image/split folders (``images/``, ``train/``, ``test/images/``) or
+    in a plain container folder (``scans/``, ``nifti/``, ``data/``: a folder none of whose
+    siblings holds images, so not a class); None as soon as images sit in folders that have
+    sibling image folders (class folders, case folders)."""
+    allowed = set(IMAGE_DIRS) | set(SPLIT_NAMES) | GENERIC_DIRS
     images: list[Path] = []
+    folders: set[tuple[str, ...]] = set()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found = [Path(folder) / f for f in sorted(files) if is_image(f)]
-        if found and any(part.lower() not in allowed
-                         for part in Path(folder).relative_to(root).parts):
-            return None
+        if found:
+            folders.add(Path(folder).relative_to(root).parts)
         images += found
         if len(images) > MAX_FILES:
             return None
+    siblings: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for parts in folders:
+        for i, part in enumerate(parts):
+            siblings[parts[:i]].add(part)
+    for parts in folders:
+        for i, part in enumerate(parts):
+            if part.lower() not in allowed and len(siblings[parts[:i]]) > 1:
+                return None
     return images
+
+
+def _spellings(images: list[Path], vocabulary: list[str]) -> dict[str, str]:
+    """Each label token as the file names most often spell it (``AD``, ``Normal``)."""
+    seen: dict[str, Counter] = defaultdict(Counter)
+    wanted = set(vocabulary)
+    for path in images[:20000]:
+        name = path.name
+        stem = name[:-7] if name.lower().endswith(".nii.gz") else name.rsplit(".", 1)[0]
+        for token in TOKEN_SPLIT.split(stem):
+            if token.lower() in wanted:
+                seen[token.lower()][token] += 1
+    return {k: c.most_common(1)[0][0] for k, c in seen.items()}
 
 
 def recognise_filename_labels(root: Path, top_dirs: list[Path], top_files: list[Path],
@@ -169,6 +194,9 @@ def recognise_filename_labels(root: Path, top_dirs: list[Path], top_files: list[
     mapping = held_out_splits([s.split for s in samples])
     for sample in samples:
         sample.split = mapping.get(sample.split, sample.split)
+    spelled = _spellings(images, found["vocabulary"])  # "AD" as the names write it, not "ad"
+    for sample in samples:
+        sample.label = spelled.get(sample.label, sample.label)
     counts = Counter(s.label for s in samples)
     classes = sorted(counts)
     suffix = Counter(image_suffix(Path(s.image).name) for s in samples).most_common(1)[0][0]

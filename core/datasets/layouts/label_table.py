@@ -44,8 +44,9 @@ from core.datasets.layouts.label_table_columns import (TRUE_CELLS, as_code, choo
                                                        patient_column, plan_labels, row_labels,
                                                        split_column)
 from core.datasets.layouts.label_table_ids import IdMatcher
+from core.datasets.layouts.hints import read_hints
 from core.datasets.layouts.tables import (CODE, NEGATIVES, SEPARATORS, code_mapping,
-                                          find_tables, read_table)
+                                          find_tables, read_sheets)
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, SPLIT_VALUES, Sample, ScanResult,
                                          all_images, image_suffix)
 
@@ -56,10 +57,30 @@ BOX_COLUMNS = [("x", "y", "w", "h"), ("x0", "y0", "x1", "y1"), ("xmin", "ymin", 
 # --------------------------------------------------------------------------- one table
 def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
                     description: str) -> dict | None:
+    """The best-labelling sheet of ``table`` (every sheet of a workbook is tried: the first is
+    often notes; a sheet the description names wins a tie)."""
     try:
-        columns, rows = read_table(table)
+        sheets = read_sheets(table)
     except (OSError, ValueError, csv.Error, UnicodeDecodeError, ImportError):
         return None
+    hints = read_hints(description)
+    found = []
+    for sheet, columns, rows in sheets:
+        got = read_rows(table, columns, rows, matcher, num_images, description)
+        if got is not None:
+            got["sheet"] = sheet if len(sheets) > 1 else None
+            found.append((len({e[0] for e in got["entries"]}),
+                          bool(sheet and hints.mentions(sheet)), got))
+    if not found:
+        return None
+    return max(found, key=lambda f: (f[0], f[1]))[2]
+
+
+def read_rows(table: Path, columns: list[str], rows: list[dict], matcher: IdMatcher,
+              num_images: int, description: str, table_split: str | None = None
+              ) -> dict | None:
+    """Labels of ``images`` from one table's rows (a file, a sheet, or rows gathered from
+    per-image sidecar files); None when the rows do not label these images."""
     if not rows or not columns:
         return None
     lower = {c.lower() for c in columns}
@@ -90,7 +111,7 @@ def _read_one_table(table: Path, matcher: IdMatcher, num_images: int,
         codes = bool(values) and all(CODE.match(v) for v in values)
         names = code_mapping(description, sorted(values)) if codes else {}
         form = "multi_label_cells" if multi else "codes" if codes else "column"
-    table_split = split_of_name(table.name)
+    table_split = split_of_name(table.name) if table_split is None else table_split
     entries, unmatched, unlabelled = [], [], []
     for number, row in enumerate(rows, start=2):
         value = row.get(image_col, "")
@@ -163,6 +184,7 @@ def _merge(tables: list[dict]) -> dict:
         order += [c for c in table["class_order"] if c not in order]
     first = tables[0]
     return {"tables": [str(t["table"]) for t in tables], "entries": list(by_path.values()),
+            "sheet": tables[0].get("sheet"),
             "multi_label": multi, "class_order": order, "conflicts": list(conflicts.values()),
             "unmatched": [u for t in tables for u in t["unmatched"]],
             "unlabelled": [u for t in tables for u in t["unlabelled"]],
@@ -194,6 +216,12 @@ def scan_label_table(root: Path, images: list[Path], description: str = "",
     table = read_label_table(root, images, description)
     if table is None:
         return None
+    return table_result(root, images, table, file_format)
+
+
+def table_result(root: Path, images: list[Path], table: dict, file_format: str | None = None,
+                 layout_details: dict | None = None):
+    """The ``label_table`` ScanResult of a merged table (read_label_table's shape)."""
     mapping = held_out_splits([e[3] for e in table["entries"]])
     samples, sources = [], []
     for path, labels, group, split in table["entries"]:
@@ -227,7 +255,8 @@ def scan_label_table(root: Path, images: list[Path], description: str = "",
         "split_column", "multi_label", "code_names", "id_matching")},
         "label_column": table["label_columns"][0] if table["label_form"] != "one_hot" and
         table["label_form"] != "one_hot_multi" else None,
-        "unmatched_rows": len(table["unmatched"])}
+        "unmatched_rows": len(table["unmatched"]), "sheet": table.get("sheet"),
+        **(layout_details or {})}
     return ScanResult(
         root=str(root), layout="label_table", task="diagnosis",
         dimension=_dimension(paths, fmt) or "2D", file_format=fmt, classes=classes,

@@ -29,8 +29,10 @@ def read_mask(path: Path) -> np.ndarray:
 
 
 def mask_values(masks: list[Path], count: int = 3) -> list[int]:
-    """Nonzero values found in the ``count`` smallest masks."""
-    chosen = sorted(masks, key=lambda p: (p.stat().st_size, str(p)))[:count]
+    """Nonzero values found in the ``count`` smallest and the ``count`` largest masks (the
+    largest hold the most structure: many masks of a slice dataset are empty)."""
+    ordered = sorted(masks, key=lambda p: (p.stat().st_size, str(p)))
+    chosen = list(dict.fromkeys(ordered[:count] + ordered[-count:]))
     values: set[int] = set()
     for path in chosen:
         try:

@@ -84,15 +84,68 @@ def labels_from_description(description: str) -> list[str] | None:
     return None
 
 
+SLICER_FIELD = re.compile(r"^Segment(\d+)_(Name|LabelValue|Layer):=(.*)$")
+
+
+def slicer_segments(mask: Path) -> list[tuple[int, str, int]]:
+    """(label value, name, layer) of each segment a 3D Slicer ``.seg.nrrd`` header declares
+    (header text only; the voxels are not read)."""
+    if not mask.name.lower().endswith(".seg.nrrd"):
+        return []
+    try:
+        with open(mask, "rb") as handle:
+            head = handle.read(262_144).split(b"\n\n", 1)[0].decode("latin-1")
+    except OSError:
+        return []
+    fields: dict[str, dict[str, str]] = {}
+    for line in head.splitlines():
+        match = SLICER_FIELD.match(line.strip())
+        if match:
+            fields.setdefault(match[1], {})[match[2]] = match[3].strip()
+    out = []
+    for index, f in sorted(fields.items(), key=lambda kv: int(kv[0])):
+        value = f.get("LabelValue", str(int(index) + 1))
+        if value.strip().isdigit() and f.get("Name"):
+            out.append((int(value), f["Name"], int(f.get("Layer", "0") or 0)))
+    return out
+
+
+def _binary_names(values: list[int], description: str, root: Path) -> list[str] | None:
+    """A mask with one foreground value stored as 255 (or any single value): its name."""
+    named = labels_from_description(description)
+    if named and len(named) == 1:
+        return named
+    match = re.search(r"\b%d\s*(?:=|:|->|→|means|is)\s*(?:the\s+)?([A-Za-z][\w\- ]{0,40}?)"
+                      r"(?=[,.;)]|\band\b|$)" % values[0], description or "", re.I)
+    if match:
+        return [match[1].strip()]
+    found = labels_from_files(root)
+    return found[0][:1] if found and len(found[0]) == 1 else None
+
+
 def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[str], dict]:
-    """(labels, facts): names from files, the description, or mask values (see module doc)."""
+    """(labels, facts): names from files, the description, or mask values (see module doc).
+    ``facts["label_values"]``, when present, are the mask values of the labels in order (a
+    binary mask stored as 0/255: [255]); the index passes them on so that readers map them to
+    1..N."""
+    segments = slicer_segments(masks[0]) if masks else []
+    if segments and len({layer for *_, layer in segments}) == 1:
+        by_value = {v: n for v, n, _ in segments}
+        names = [by_value.get(v, f"label_{v}") for v in range(1, max(by_value) + 1)]
+        return names, {"label_source": masks[0].name + " (3D Slicer segment names)"}
     found = labels_from_files(root)
     if found:
         return found[0], {"label_source": found[1]}
     named = labels_from_description(description)
+    values = mask_values(masks)
+    if len(values) == 1 and values[0] > 32 and not (named and len(named) > 1):
+        # a binary mask stored as 0/255 (or 0/128): one label, whatever the value
+        names = _binary_names(values, description, root) or ["foreground"]
+        return names[:1], {"label_source": "description" if names != ["foreground"] else
+                           "mask values (binary)", "mask_values": values,
+                           "label_values": values}
     if named:
         return named, {"label_source": "description"}
-    values = mask_values(masks)
     facts = {"label_source": "mask values", "mask_values": values}
     if not values:
         return ["label_1"], facts

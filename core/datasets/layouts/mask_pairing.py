@@ -19,8 +19,13 @@ MASK_DIRS = ("masks", "labelstr", "label", "labels", "mask", "segmentation_masks
 CHANNEL_SUFFIX = re.compile(r"[_-](?P<ch>\d{4}|t1c?e?|t1gd|t1n|t2w?|t2f|flair|adc|dwi|pd|ct|pet|"
                             r"ch\d+)$", re.I)
 IMAGE_WORD = re.compile(r"[_-](?:img|image)$", re.I)
-MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_-](?:seg|segmentation|mask|masks|label|labels|gt|"
+MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|"
                          r"annotation)$", re.I)
+# a mask named only for what it is (3D Slicer's Segmentation.seg.nrrd, mask.nii.gz, label.png):
+# the mask of the case folder it sits in
+LONE_MASK = re.compile(r"^(?:segmentation(?:\.seg)?|seg|mask|label|labels|gt|"
+                       r"[\w-]*\.seg)$", re.I)
+MAX_CASE_CHANNELS = 8
 ID_NOISE = re.compile(r"images|image|imgs|img|labels|label|masks|mask|segmentation|seg|gt|"
                       r"volume|vol|[_\-\s.]", re.I)
 # BIDS names (VerSe: sub-verse004_ct.nii.gz + sub-verse004_seg-vert_msk.nii.gz): the subject
@@ -143,6 +148,22 @@ def pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path],
     return cases, unpaired, [m for m in masks if m not in used]
 
 
+def _lone_mask_case(folder: Path, files: list[Path], root: Path) -> Case | None:
+    """A case folder holding one mask named only for what it is (``Segmentation.seg.nrrd``,
+    ``mask.nii.gz``) and a few images whose names do not pair with it: they are its channels."""
+    lone = [p for p in files if LONE_MASK.match(stem_of(p))]
+    others = [p for p in files if p not in lone]
+    if len(lone) != 1 or not 1 <= len(others) <= MAX_CASE_CHANNELS or folder == root:
+        return None
+    base = MASK_SUFFIX.match(stem_of(lone[0]))
+    if base and any(stem_of(p).lower().startswith(base["base"].lower()) for p in others):
+        return None  # <case>.nii.gz + <case>.seg.nrrd: the stem pairing below reads it
+    case = Case(folder.name, lone[0], split_of_path(lone[0], root))
+    for path in sorted(others):
+        case.channels[stem_of(path).lower() if len(others) > 1 else ""] = path
+    return case
+
+
 def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]]:
     """Cases whose masks sit beside their images (``<case>_seg``), and images left over."""
     by_folder: dict[Path, list[Path]] = defaultdict(list)
@@ -156,6 +177,10 @@ def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]
             match = MASK_SUFFIX.match(stem_of(path))
             if match:
                 masks.setdefault(match.group("base").lower(), path)
+        lone = _lone_mask_case(folder, files, root)
+        if lone is not None:
+            cases.append(lone)
+            continue
         if not masks:
             leftover.extend(files)
             continue

@@ -34,7 +34,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from core.datasets.layouts.common import (SPLITS, build_result, common_parent, group_for,
+from core.datasets.layouts.common import (build_result, common_parent, group_for,
                                           group_source, held_out_splits, load_json)
 from core.datasets.layouts.mask_files import geometry_problem, header_shape, spatial_shape
 from core.datasets.layouts.mask_labels import label_names
@@ -173,10 +173,6 @@ def scan_suffix_masks(root: Path, images: list[Path], description: str = ""):
     if used < 0.5 * (used + len(leftover)):
         return None
     folders = Counter(c.mask.parent for c in cases)
-    non_split = {f for f in folders if f.name.lower() not in SPLITS and f != root}
-    if len(non_split) >= 2 and all(n > 1 for n in folders.values()) and \
-            not SEGMENT_WORDS.search(description or ""):
-        return None  # class folders that also hold masks: a diagnosis set unless said otherwise
     case_folders = len(folders) >= 2 and all(n == 1 for n in folders.values())
     skipped = [f"{p}: no mask ({stem_of(p)}_seg/_mask/_label) beside it; unlabeled, "
                "not used" for p in leftover]

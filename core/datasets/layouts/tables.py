@@ -99,9 +99,7 @@ def read_table(path: Path) -> tuple[list[str], list[dict]]:
     if suffix in (".json", ".jsonl"):
         return _read_json(path, suffix == ".jsonl")
     if suffix in (".xlsx", ".xlsm"):
-        import pandas as pd
-        frame = pd.read_excel(path, sheet_name=0, dtype=object)
-        return _records(frame.to_dict(orient="records"))
+        return read_sheets(path)[0][1:]
     with open(path, newline="", encoding="utf-8-sig") as handle:
         header = handle.readline()
         handle.seek(0)
@@ -112,6 +110,32 @@ def read_table(path: Path) -> tuple[list[str], list[dict]]:
         return columns, rows
 
 
+def read_sheets(path: Path) -> list[tuple[str | None, list[str], list[dict]]]:
+    """(sheet name, columns, rows) for every sheet of a workbook (a notes sheet first is common),
+    or the one table of any other format (sheet name None)."""
+    if path.suffix.lower() not in (".xlsx", ".xlsm"):
+        return [(None, *read_table(path))]
+    if path.stat().st_size > MAX_TABLE_BYTES:
+        raise ValueError(f"{path.name} is larger than {MAX_TABLE_BYTES // 1_000_000} MB")
+    import pandas as pd
+    frames = pd.read_excel(path, sheet_name=None, dtype=object, header=None)
+    out = []
+    for name, frame in frames.items():
+        frame = frame.dropna(how="all").dropna(axis=1, how="all")
+        if frame.empty:
+            out.append((str(name), [], []))
+            continue
+        # the header is the first of the top rows that fills the most cells (a title row or
+        # two above the table is common in clinical workbooks)
+        filled = frame.head(20).notna().sum(axis=1)
+        header_at = filled.index[list(filled).index(filled.max())]
+        body = frame.loc[header_at:].iloc[1:]
+        body.columns = [str(c).strip() if c == c and c is not None else f"column_{i}"
+                        for i, c in enumerate(frame.loc[header_at])]
+        out.append((str(name), *_records(body.to_dict(orient="records"))))
+    return out or [(None, [], [])]
+
+
 # --------------------------------------------------------------------------- the description
 _CONNECTOR = r"['\"]?\s*(?:=>|->|→|=|:|–|—|-|\(|\bfor\b|\bis\b|\bmeans\b)\s*['\"]?"
 
@@ -120,7 +144,10 @@ _CODE_HEAD = re.compile(r"(?<![\w.])['\"]?(?P<code>-?\d+)(?![\w.])" + _CONNECTOR
 _NAME_FIRST = re.compile(r"(?P<name>[A-Za-z][\w /'-]{0,40}?)\s*(?:\(\s*|=\s*)(?P<code>-?\d+)"
                          r"\s*\)?(?![\w.])", re.I)
 
-_NAME_END = re.compile(r"[,;:=()\[\]{}\n'\"]|\s+(?:and|or)(?:\s+|$)|\.(?:\s|$)", re.I)
+# a name ends at punctuation, or at "and"/"or" that starts the next code ("0 = normal or benign,
+# 1 = malignant" keeps "normal or benign"; "0 for healthy and 1 for torn" splits)
+_NAME_END = re.compile(r"[,;:=()\[\]{}\n'\"]|\s+(?:and|or)(?:\s+(?=['\"]?-?\d)|$)|\.(?:\s|$)",
+                       re.I)
 
 
 def _clean_name(text: str) -> str:

@@ -22,9 +22,10 @@ FORMAT_OF_SUFFIX = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".bmp": "bmp",
 SPLIT_NAMES = {"train": "train", "training": "train", "val": "val", "valid": "val",
                "validation": "val", "test": "test", "testing": "test"}
 # patient/subject prefixes of names: patient0012_..., sub-03..., case7..., and BIDS subject
-# labels that are not only digits (sub-verse004_ct)
-GROUP_RE = re.compile(r"^(?P<key>(?:patient|person|subject|sub|pat|case|pt|id)[-_ ]?\d+|"
-                      r"sub-[a-z0-9]+(?=[_.]|$))", re.IGNORECASE)
+# labels that are not only digits (sub-verse004_ct). The number must end the word: the image id
+# ``ID_12cadc6af`` (hex) is no patient ``id12``
+GROUP_RE = re.compile(r"^(?P<key>(?:patient|person|subject|sub|pat|case|pt|id)[-_ ]?\d+"
+                      r"(?![a-z0-9])|sub-[a-z0-9]+(?=[_.]|$))", re.IGNORECASE)
 MAX_FILES = 2_000_000
 # the training template that serves a dataset of each layout
 TEMPLATE_OF_LAYOUT = {"class_folders": "diagnosis", "label_table": "diagnosis",

@@ -1,0 +1,101 @@
+"""What a datacard description says about where the labels are, read deterministically.
+
+The clinician's description often says plainly how the folder is organised ("boxes are Pascal
+VOC XML files in Annotations/", "the second sheet 'Labels' of labels.xlsx", "masks end in
+_mask.tif, 255 = tumour", "YOLO format"). ``read_hints`` turns it into facts the
+interpretation step scores readings against:
+
+* ``formats``: annotation formats named (voc, yolo, coco, labelme, msd, nnunet, bids, slicer,
+  medmnist, dicom_seg, sidecar, reports);
+* ``task``: the task the description asks for or describes (segmentation, detection, diagnosis,
+  report generation), from the same task words the Task Manager reads;
+* ``quoted``: quoted words and file/folder/sheet/column names the text mentions;
+* ``affixes``: file-name suffixes or prefixes it names (``_mask``, ``_seg``);
+* ``same_name``: it says annotations share the image's name.
+
+May import: the standard library only.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+FORMAT_WORDS = {
+    "voc": r"\bpascal\b|\bvoc\b|\bxml\b",
+    "yolo": r"\byolo\w*|\bdata\.ya?ml\b|\bnormali[sz]ed (?:centre|center)",
+    "coco": r"\bcoco\b",
+    "labelme": r"\blabelme\b",
+    "msd": r"\bdecathlon\b|\bmsd\b",
+    "nnunet": r"\bnn-?u-?net\b",
+    "bids": r"\bbids\b",
+    "slicer": r"\bslicer\b|\.seg\.nrrd\b",
+    "medmnist": r"\bmedmnist\b|\bnpz\b",
+    "dicom_seg": r"\bdicom[- ]seg\b|\bseg objects?\b",
+    "sidecar": r"\bsidecar\w*|\bsame (?:file )?name\b|\bsame stem\b|\bbeside (?:each|its|the) "
+               r"image\b|\bnext to (?:each|its|the) image\b|\bmatching (?:file )?name\b",
+    "reports": r"\breports?\b|\bfindings\b|\bimpressions?\b",
+}
+SEGMENT = r"\bsegment\w*|\bdelineat\w*|\bcontour\w*|\boutlin\w*|\bmasks?\b|\bvoxel labels?\b"
+DETECT = (r"\bbounding[- ]box\w*|\bboxes\b|\bbox\b|\bbbox\w*|\blocali[sz]\w*|\bdetection\b"
+          r"|\bwhere (?:is|are)\b")
+REPORT = r"\b(?:write|generat\w*|draft\w*)\b[^.]{0,30}\b(?:reports?|findings)\b|\breport generation"
+DIAGNOSE = (r"\bclassif\w*|\bdiagnos\w*|\bgrad(?:e|ing)\b|\bstag(?:e|ing)\b|\btell apart\b"
+            r"|\bdistinguish\w*|\blabels? (?:is|are|column)\b|\bclass(?:es)?\b")
+AFFIX = re.compile(r"(?<![\w])([_\-.][A-Za-z]{2,12})(?:\.[a-z]{2,4}(?:\.gz)?)?\b")
+QUOTED = re.compile(r"['\"`‘“]([^'\"`’”]{1,60})['\"`’”]")
+NEGATION = re.compile(r"\bnot (?:needed|used|required|relevant|part of)\b|\bignore\w*|\bunused\b"
+                      r"|\birrelevant\b|\bcan be skipped\b", re.I)
+PATHLIKE = re.compile(r"(?<![\w])([\w\-]+(?:[/.][\w\-*]+)+/?)")
+
+
+@dataclass
+class Hints:
+    formats: set[str] = field(default_factory=set)
+    task: str = ""                    # segmentation / detection / diagnosis / report_generation
+    tasks: set[str] = field(default_factory=set)   # every task the text mentions
+    quoted: list[str] = field(default_factory=list)
+    affixes: list[str] = field(default_factory=list)
+    same_name: bool = False
+    dismissed: list[str] = field(default_factory=list)  # named as not needed / to ignore
+
+    def mentions(self, name: str) -> bool:
+        """The description names ``name`` (a sheet, column, file or folder) as a source."""
+        return _named(name, self.quoted) and not _named(name, self.dismissed)
+
+    def dismisses(self, name: str) -> bool:
+        """The description says ``name`` is not needed ("data.csv ... is not needed")."""
+        return _named(name, self.dismissed)
+
+
+def _named(name: str, texts: list[str]) -> bool:
+    low = name.strip().lower()
+    return bool(low) and any(low == q.lower() or low in q.lower().split("/") for q in texts)
+
+
+def read_hints(description: str) -> Hints:
+    text = (description or "").lower()
+    hints = Hints()
+    for name, pattern in FORMAT_WORDS.items():
+        if re.search(pattern, text):
+            hints.formats.add(name)
+    found = {"segmentation": re.search(SEGMENT, text), "detection": re.search(DETECT, text),
+             "report_generation": re.search(REPORT, text),
+             "diagnosis": re.search(DIAGNOSE, text)}
+    hints.tasks = {t for t, m in found.items() if m}
+    # an explicit output form (boxes, masks, reports) says more than a generic class word
+    for task in ("detection", "segmentation", "report_generation", "diagnosis"):
+        if found[task]:
+            hints.task = task
+            break
+    if "reports" in hints.formats and not hints.tasks - {"diagnosis"}:
+        hints.task = hints.task or "report_generation"
+    raw = description or ""
+    hints.quoted = [q.strip() for q in QUOTED.findall(raw)] + PATHLIKE.findall(raw)
+    hints.affixes = sorted({a.lower() for a in AFFIX.findall(raw)
+                            if re.search(r"mask|seg|label|gt|roi", a, re.I)})
+    hints.same_name = "sidecar" in hints.formats
+    for sentence in re.split(r"(?<=[.;])\s+", raw):
+        if NEGATION.search(sentence):
+            hints.dismissed += [q.strip() for q in QUOTED.findall(sentence)] + \
+                PATHLIKE.findall(sentence)
+    return hints

@@ -1,0 +1,266 @@
+"""Readings of a dataset folder, scored; the best one wins, and a close call is put to the user.
+
+Every reader (``READERS``: DICOM series, arrays, report tables and per-image texts, box tables,
+Pascal VOC, YOLO, labelme sidecars, masks, label tables on every sheet, JSON sidecars, labels in
+file names, class folders) proposes at most one *reading*: a ScanResult, i.e. a task, the image
+set, where the annotations come from, how images join them, the patient key and the split.
+Each reading is scored on
+
+* coverage: the share of the folder's image, volume, mask and DICOM files it explains;
+* the description's hints (core.datasets.layouts.hints): the task it asks for, the formats,
+  files, sheets and columns it names;
+* a small prior in reader order (the more specific reader first).
+
+Degenerate readings are never accepted: a diagnosis with fewer than two classes, classes that
+are only container or mask folder names, or one class per case folder. When two readings are
+close and disagree (task or annotation source), or the best explains less than half of the
+files, the result says so (``details["interpretation"]["ambiguous"]``): registration then asks
+the user to pick one (Datasets page, CLI ``--interpretation N``) instead of guessing, and the
+choice is kept in the datacard so every later scan reads the folder the same way.
+
+May import: core.datasets.layouts.* (this is the top of the package, with dispatch).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.datasets.layouts.hints import Hints, read_hints
+from core.datasets.layouts.inventory import MASK_FOLDER, Inventory, kind_of, take_inventory
+from core.datasets.layouts.readers import READERS, reading_formats
+from core.datasets.layouts.types import ScanError, ScanResult, entries
+
+GENERIC_CLASSES = {"images", "image", "imgs", "img", "data", "dataset", "scans", "scan",
+                   "files", "nifti", "nii", "dicom", "png", "jpg", "jpeg", "raw", "volumes",
+                   "masks", "mask", "labels", "label", "annotations", "annotation", "seg",
+                   "segmentation", "segmentations", "gt", "ground_truth", "imagestr",
+                   "labelstr", "imagests", "labelsts", "jpegimages", "imagesets", "case"}
+CLOSE = 0.05          # readings closer than this (and different) are put to the user
+LOW_COVERAGE = 0.5    # a best reading explaining less than this is put to the user too
+TASK_OF_LAYOUT = {"box_table": "detection", "image_mask_folders": "segmentation",
+                  "report_table": "report_generation"}
+
+
+@dataclass
+class Reading:
+    reader: str
+    scan: ScanResult | None
+    coverage: float = 0.0
+    score: float = 0.0
+    refused: str = ""          # why the reading is not acceptable (degenerate, error)
+
+    @property
+    def task(self) -> str:
+        return TASK_OF_LAYOUT.get(self.scan.layout, "diagnosis") if self.scan else ""
+
+
+IMAGE_KINDS = ("image", "tiff", "volume", "dicom")
+
+
+def _explained(scan: ScanResult, inv: Inventory) -> int:
+    """How many of the folder's image files (masks not counted) the reading uses as images,
+    channels, slices or series instances."""
+    used: set[str] = set()
+    for s in scan.samples:
+        refs = s.image if isinstance(s.image, list) else [s.image]
+        used.update(str(ref).split("::")[0] for ref in refs)
+        used.update(str(f) for f in (s.extra.get("series_files") or []))
+    count = 0
+    root = str(inv.root)
+    for ref in used:
+        rel = os.path.relpath(ref, root).replace(os.sep, "/")
+        folder = inv.folders.get("" if rel == "." else rel)
+        if folder is not None and not os.path.isfile(ref):  # a folder of slices or a series
+            count += sum(n for k, n in folder.items() if k in IMAGE_KINDS)
+        elif kind_of(os.path.basename(ref), tuple(Path(rel).parent.parts)) != "segmentation":
+            count += 1
+    return count
+
+
+def _degenerate(scan: ScanResult) -> str:
+    if not scan.samples:
+        return "no samples"
+    if TASK_OF_LAYOUT.get(scan.layout, "diagnosis") != "diagnosis":
+        return ""
+    multi = any(s.labels is not None for s in scan.samples)
+    if len(scan.classes) < (1 if multi else 2):
+        return (f"only one class ({', '.join(scan.classes) or 'none'}) in all; diagnosis needs "
+                "at least two classes")
+    mask_folders = [c for c in scan.classes if MASK_FOLDER.match(c)]
+    if scan.layout == "class_folders" and mask_folders:
+        return (f"the folder {mask_folders[0]}/ holds masks, so the folders are images and "
+                "masks, not classes")
+    if all(c.lower() in GENERIC_CLASSES for c in scan.classes):
+        return (f"the 'classes' {', '.join(scan.classes)} are folder names that hold images or "
+                "masks, not labels")
+    if len(scan.classes) > 10 and len(scan.samples) < 2 * len(scan.classes):
+        return (f"{len(scan.classes)} classes for {len(scan.samples)} samples: one class per "
+                "case folder is not a label")
+    ids = [c for c in scan.classes if len(re.findall(r"\d", c)) >= 3]
+    if len(scan.classes) >= 5 and len(ids) > 0.8 * len(scan.classes):
+        return (f"{len(scan.classes)} 'classes' named like IDs ({', '.join(scan.classes[:3])}, "
+                "...): these folders are cases or patients, not labels")
+    return ""
+
+
+def _mentioned(scan: ScanResult, hints: Hints) -> bool:
+    """The description names the reading's annotation file, sheet, column or folder."""
+    d = scan.details
+    names = [d.get("sheet"), d.get("label_column"), d.get("image_column"),
+             d.get("mask_dir") and Path(d["mask_dir"]).name, d.get("annotation_dir"),
+             d.get("table") and Path(str(d["table"])).name]
+    names += [str(c) for c in (d.get("label_columns") or [])]
+    return any(n and hints.mentions(str(n)) for n in names)
+
+
+def _score(reading: Reading, hints: Hints, inv: Inventory, prior: float,
+           declared: set[str]) -> None:
+    scan = reading.scan
+    total = inv.count(*IMAGE_KINDS) + (inv.count("array") if scan.file_format in
+                                   ("npz", "npy", "pt", "pck", "pkl") else 0)
+    reading.coverage = min(1.0, _explained(scan, inv) / total) if total else 1.0
+    task = reading.task
+    wanted = {("detection" if t == "anomaly_detection" and scan.layout == "box_table" else
+               "segmentation" if t == "anomaly_detection" else t) for t in declared}
+    if hints.task == task or task in wanted:
+        agree = 1.0
+    elif task in hints.tasks:
+        agree = 0.75
+    elif not hints.task and not wanted:
+        agree = 0.5
+    else:
+        agree = 0.0
+    formats = reading_formats(reading.reader, scan)
+    fmt = 1.0 if formats & hints.formats else 0.5 if not hints.formats or not formats else 0.0
+    mention = 1.0 if _mentioned(scan, hints) else 0.0
+    table = scan.details.get("table")
+    if table and hints.dismisses(Path(str(table)).name):
+        mention = -2.0  # the description says this file is not the labels
+    reading.score = round(0.45 * reading.coverage + 0.25 * agree + 0.1 * fmt + 0.1 * mention
+                          + 0.1 * prior, 4)
+
+
+def read_all(root: Path, description: str = "", declared_tasks: list[str] | None = None
+             ) -> tuple[list[Reading], Inventory]:
+    """Every reader's reading of ``root`` (refused ones with their reason), best first."""
+    inv = take_inventory(root)
+    hints = read_hints(description)
+    top_dirs, top_files = entries(root)
+    readings: list[Reading] = []
+    for i, (name, reader) in enumerate(READERS):
+        try:
+            scan = reader(root, top_dirs, top_files, description)
+        except ScanError as exc:
+            readings.append(Reading(name, None, refused=str(exc)))
+            continue
+        if scan is None:
+            continue
+        reading = Reading(name, scan)
+        reading.refused = _degenerate(scan)
+        if not reading.refused:
+            _score(reading, hints, inv, 1.0 - i / len(READERS), set(declared_tasks or []))
+        readings.append(reading)
+    readings.sort(key=lambda r: (bool(r.refused) or r.scan is None, -r.score))
+    return readings, inv
+
+
+def _example_rows(scan: ScanResult, root: str, count: int = 3) -> list[str]:
+    rows = []
+    for s in scan.samples[:count]:
+        image = s.image[0] if isinstance(s.image, list) else s.image
+        rel = os.path.relpath(str(image).split("::")[0], root) + (
+            "::" + str(image).split("::", 1)[1] if "::" in str(image) else "")
+        if s.extra.get("label_path"):
+            what = "mask " + os.path.relpath(s.extra["label_path"], root)
+        elif "boxes" in s.extra:
+            what = f"{len(s.extra['boxes'])} box(es) {', '.join(sorted(set(s.extra['labels'])))}"
+        elif "findings" in s.extra:
+            what = "report: " + (s.extra.get("findings") or s.extra.get("impression") or "")[:60]
+        else:
+            what = ", ".join(s.label_list()) or "(no label)"
+        rows.append(f"{rel} -> {what}")
+    return rows
+
+
+def source_of(reading: Reading) -> str:
+    """Where the reading's annotations come from, in words."""
+    d = reading.scan.details if reading.scan else {}
+    if d.get("source"):
+        return str(d["source"])
+    if d.get("table"):
+        sheet = f" (sheet {d['sheet']!r})" if d.get("sheet") else ""
+        return f"{Path(str(d['table'])).name}{sheet}"
+    if d.get("mask_dir"):
+        return f"masks in {Path(d['mask_dir']).name}/"
+    if d.get("variant"):
+        return f"masks ({d['variant'].replace('_', ' ')})"
+    if reading.scan and reading.scan.layout == "class_folders":
+        return "class folders"
+    if reading.scan and reading.scan.layout == "filename_labels":
+        return "words in the file names"
+    return reading.reader.replace("_", " ")
+
+
+def summarise(readings: list[Reading], root: str) -> list[dict]:
+    """The readings as the Datasets page and the CLI list them (numbered from 1)."""
+    out = []
+    for number, r in enumerate(readings, start=1):
+        item = {"number": number, "reader": r.reader, "refused": r.refused}
+        if r.scan is not None:
+            item.update(task=r.task, layout=r.scan.layout, source=source_of(r),
+                        classes=r.scan.classes[:12], num_samples=len(r.scan.samples),
+                        coverage=round(r.coverage, 3), score=r.score,
+                        patient_key=r.scan.group_source,
+                        split="kept from the dataset" if r.scan.existing_split else "made here",
+                        examples=_example_rows(r.scan, root))
+        out.append(item)
+    return out
+
+
+def choose(readings: list[Reading], root: Path, choice: str | int | None = None
+           ) -> ScanResult:
+    """The chosen reading's ScanResult, its interpretation facts in ``details``."""
+    viable = [r for r in readings if r.scan is not None and not r.refused]
+    if not viable:
+        errors = [r.refused for r in readings if r.scan is None and r.refused]
+        if errors:
+            raise ScanError(errors[0])
+        refused = "; ".join(f"{r.reader}: {r.refused}" for r in readings if r.refused)
+        raise ScanError(f"could not read the labels of {root}: "
+                        f"{refused or 'no image files with annotations were found'}. Put each "
+                        "class's images in a folder named after the class, add a label table "
+                        "(CSV/XLSX with an image column and a label column), or say in the "
+                        "description where the labels are (file, sheet, column, suffix, format)")
+    picked, asked = viable[0], False
+    if choice not in (None, ""):
+        asked = True
+        if isinstance(choice, int) or str(choice).isdigit():
+            number = int(choice)
+            if not 1 <= number <= len(readings) or readings[number - 1] not in viable:
+                raise ScanError(f"interpretation {number} is not one of the acceptable "
+                                f"readings (1..{len(readings)}, refused ones excluded)")
+            picked = readings[number - 1]
+        else:
+            found = [r for r in viable if r.reader == choice]
+            if not found:
+                raise ScanError(f"the reading {choice!r} chosen for this dataset no longer fits "
+                                f"the folder {root}; register it again and choose a reading")
+            picked = found[0]
+    best = viable[0]
+    runner = viable[1] if len(viable) > 1 else None
+    why = ""
+    if best.coverage < LOW_COVERAGE:
+        why = (f"the best reading explains only {best.coverage:.0%} of the files")
+    elif runner and best.score - runner.score < CLOSE and (
+            runner.task != best.task or source_of(runner) != source_of(best)):
+        why = (f"two readings are close: {source_of(best)} ({best.task}) and "
+               f"{source_of(runner)} ({runner.task})")
+    scan = picked.scan
+    scan.details["interpretation"] = {
+        "reader": picked.reader, "score": picked.score, "coverage": round(picked.coverage, 3),
+        "source": source_of(picked), "ambiguous": bool(why) and not asked, "why": why,
+        "chosen_by": "user" if asked else "score"}
+    scan.details["interpretations"] = summarise(readings[:6], str(root))
+    return scan

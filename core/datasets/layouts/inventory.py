@@ -1,0 +1,128 @@
+"""Inventory of a dataset folder: every file classified by what it is, and the tree summarised.
+
+Kinds: ``image`` (2D raster: PNG, JPEG, BMP), ``tiff`` (TIFF: a slice or a multi-page stack),
+``volume`` (NIfTI, NRRD, MHA), ``segmentation`` (a file named or stored like a mask: ``*_mask``,
+``*_seg``, ``*.seg.nrrd``, files inside ``masks/`` or ``labels/`` folders), ``dicom``, ``array``
+(npy, npz, pt, pickles), ``table`` (CSV, TSV, XLSX), ``annotation`` (JSON, XML, YAML),
+``text`` (txt, md: a report or YOLO boxes), ``other``. Names only: nothing is opened, so the
+inventory of a 100,000-file folder costs one walk.
+
+The interpretation step (core.datasets.layouts.interpret) reads it to score readings (how many
+files each reading explains) and to describe the folder to the user; the joiners use it to find
+sidecars (``x.png`` + ``x.json``), annotation files and per-image texts without walking again.
+
+May import: core.datasets.layouts.types, core.imaging.refs.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.datasets.layouts.types import MAX_FILES, ScanError, _WALKS, image_suffix, is_image
+from core.imaging.refs import DICOM_SUFFIXES
+
+KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "image",
+                  ".tif": "tiff", ".tiff": "tiff", ".nii": "volume", ".nii.gz": "volume",
+                  ".nrrd": "volume", ".nhdr": "volume", ".mha": "volume", ".mhd": "volume",
+                  ".npy": "array", ".npz": "array", ".pt": "array", ".pth": "array",
+                  ".pck": "array", ".pkl": "array", ".pickle": "array",
+                  ".csv": "table", ".tsv": "table", ".xlsx": "table", ".xlsm": "table",
+                  ".xls": "table", ".json": "annotation", ".jsonl": "table", ".xml": "annotation",
+                  ".yaml": "annotation", ".yml": "annotation", ".txt": "text", ".md": "text"}
+for _suffix in DICOM_SUFFIXES:
+    KIND_OF_SUFFIX[_suffix] = "dicom"
+MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|annotation)"
+                       r"(?:[_\-.][a-z0-9]+)?$|^segmentation$|^mask$|^label$)", re.I)
+MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|ground_?truth|"
+                         r"segmentation_masks|annotations?_masks?)$", re.I)
+
+
+def stem_of_name(name: str) -> str:
+    """``x.nii.gz`` -> ``x``; ``Segmentation.seg.nrrd`` -> ``Segmentation.seg``."""
+    suffix = image_suffix(name)
+    if suffix in KIND_OF_SUFFIX or is_image(name):
+        return name[: -len(suffix)] if suffix else name
+    return os.path.splitext(name)[0]
+
+
+def kind_of(name: str, folder_parts: tuple[str, ...] = ()) -> str:
+    suffix = image_suffix(name)
+    kind = KIND_OF_SUFFIX.get(suffix, "other")
+    if kind in ("image", "tiff", "volume") and (
+            MASK_NAME.search(stem_of_name(name)) or
+            any(MASK_FOLDER.match(p) for p in folder_parts[-2:])):
+        return "segmentation"
+    return kind
+
+
+@dataclass
+class Inventory:
+    root: Path
+    by_kind: dict[str, list[Path]] = field(default_factory=lambda: defaultdict(list))
+    folders: dict[str, Counter] = field(default_factory=dict)  # relative folder -> kinds
+
+    def files(self, *kinds: str) -> list[Path]:
+        return [p for k in kinds for p in self.by_kind.get(k, [])]
+
+    def count(self, *kinds: str) -> int:
+        return sum(len(self.by_kind.get(k, [])) for k in kinds)
+
+    def imaging_files(self) -> int:
+        """Files a reading can explain as images or masks (what coverage is measured on)."""
+        return self.count("image", "tiff", "volume", "segmentation", "dicom")
+
+    def beside(self, path: Path, suffixes: tuple[str, ...]) -> Path | None:
+        """A file with the same stem as ``path`` in its folder and one of ``suffixes``."""
+        stem = stem_of_name(path.name)
+        for suffix in suffixes:
+            other = path.with_name(stem + suffix)
+            if other in self._all:
+                return other
+        return None
+
+    @property
+    def _all(self) -> set[Path]:
+        if not hasattr(self, "_all_cache"):
+            self._all_cache = {p for files in self.by_kind.values() for p in files}
+        return self._all_cache
+
+    def summary(self, max_folders: int = 12) -> dict:
+        """Counts per kind and the busiest folders (names and counts only; no content)."""
+        busiest = sorted(self.folders.items(), key=lambda kv: -sum(kv[1].values()))
+        return {"files": {k: len(v) for k, v in sorted(self.by_kind.items()) if v},
+                "folders": len(self.folders),
+                "tree": [{"folder": f or ".", "files": dict(c)}
+                         for f, c in busiest[:max_folders]]}
+
+
+def take_inventory(root: Path, limit: int = MAX_FILES) -> Inventory:
+    """One walk of ``root`` (hidden files skipped); shared by one scan's readers."""
+    cache = getattr(_WALKS, "cache", None)
+    key = ("inventory", str(root))
+    if cache is not None and key in cache:
+        return cache[key]
+    inv = Inventory(root)
+    total = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = os.path.relpath(folder, root)
+        parts = () if rel == "." else tuple(Path(rel).parts)
+        counts: Counter = Counter()
+        base = Path(folder)
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            kind = kind_of(name, parts)
+            inv.by_kind[kind].append(base / name)
+            counts[kind] += 1
+        if counts:
+            inv.folders["/".join(parts)] = counts
+        total += sum(counts.values())
+        if total > limit:
+            raise ScanError(f"more than {limit} files under {root}; register a smaller folder")
+    if cache is not None:
+        cache[key] = inv
+    return inv

@@ -1,0 +1,74 @@
+"""The readers the interpretation step asks, in prior order (more specific first). Each takes
+``(root, top_dirs, top_files, description)`` and returns a ScanResult, None when the folder holds
+nothing it reads, or raises ScanError saying why the reading it found cannot be used.
+
+May import: every reader module of core.datasets.layouts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.datasets.layouts.arrays import recognise_array_files
+from core.datasets.layouts.boxes import scan_boxes
+from core.datasets.layouts.class_folders import scan_class_folders
+from core.datasets.layouts.dicom import recognise_dicom_series
+from core.datasets.layouts.filenames import recognise_filename_labels
+from core.datasets.layouts.label_table import scan_label_table
+from core.datasets.layouts.masks import scan_masks
+from core.datasets.layouts.reports import scan_reports
+from core.datasets.layouts.sidecars import scan_label_sidecars, scan_labelme, scan_text_reports
+from core.datasets.layouts.tables import find_tables
+from core.datasets.layouts.types import ScanResult, all_images
+from core.datasets.layouts.voc import scan_voc
+from core.datasets.layouts.yolo import scan_yolo
+
+
+def _with_images(scan):
+    def reader(root: Path, top_dirs, top_files, description: str):
+        images = all_images(root)
+        return scan(root, images, description) if images else None
+    reader.__name__ = scan.__name__
+    return reader
+
+
+def _label_table(root: Path, top_dirs, top_files, description: str):
+    if not find_tables(root):
+        return None
+    images = all_images(root)
+    return scan_label_table(root, images, description) if images else None
+
+
+READERS: list = [
+    ("dicom_series", recognise_dicom_series),
+    ("arrays", recognise_array_files),
+    ("report_table", _with_images(scan_reports)),
+    ("text_reports", scan_text_reports),
+    ("box_table", _with_images(scan_boxes)),
+    ("voc", scan_voc),
+    ("yolo", scan_yolo),
+    ("labelme", scan_labelme),
+    ("masks", _with_images(scan_masks)),
+    ("label_table", _label_table),
+    ("json_sidecars", scan_label_sidecars),
+    ("filename_labels", recognise_filename_labels),
+    ("class_folders", scan_class_folders),
+]
+
+
+def reading_formats(reader: str, scan: ScanResult) -> set[str]:
+    """The annotation formats (hints.FORMAT_WORDS keys) a reading stands for."""
+    d = scan.details
+    found = {"voc": {"voc"}, "yolo": {"yolo"}, "labelme": {"labelme", "sidecar"},
+             "json_sidecars": {"sidecar"}, "text_reports": {"reports", "sidecar"},
+             "report_table": {"reports"}}.get(reader, set())
+    if d.get("format") == "coco_json":
+        found.add("coco")
+    if d.get("variant") == "nnunet":
+        found |= {"nnunet", "msd"}
+    if d.get("variant") == "slicer" or str(d.get("label_source", "")).endswith(".seg.nrrd"):
+        found.add("slicer")
+    if scan.layout == "array_npz":
+        found.add("medmnist")
+    if scan.layout == "dicom_series":
+        found.add("dicom_seg") if d.get("seg") else None
+    return found

@@ -1,0 +1,120 @@
+"""The interpretation step reads every layout family right (task, classes, samples) with the
+datacard description a clinician wrote, never accepts a degenerate reading, and asks when a
+folder can be read two ways (registration returns the readings; --interpretation picks one).
+
+The families' folders come from core.demo.layout_families (written independently of the
+scanner); the layouts at the end were invented after the mechanism was written, and pass
+without code of their own."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT, ScanError
+from core.datasets.registration import format_registration, register_dataset
+from core.demo.layout_families import FAMILIES
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.key for f in FAMILIES])
+def test_every_family_is_read_right(tmp_path, family):
+    root = family.generate(tmp_path / family.folder)
+    scan = scan_folder(root, family.description)
+    expected = family.reading
+    assert TEMPLATE_OF_LAYOUT[scan.layout] == expected.template, scan.details["interpretations"]
+    assert len(scan.samples) == expected.n_samples
+    if expected.template in ("diagnosis", "detection", "segmentation"):
+        assert sorted(scan.classes) == sorted(expected.classes)
+    reading = scan.details["interpretation"]
+    assert not reading["ambiguous"], reading
+    assert reading["coverage"] >= 0.8
+    # the readings considered are listed with example rows for the user
+    best = scan.details["interpretations"][0]
+    assert best["reader"] == reading["reader"] and best["examples"]
+
+
+def _png(path: Path, value: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(value)
+    Image.fromarray(rng.integers(0, 255, (24, 24), dtype=np.uint8)).save(path)
+
+
+def test_wrapper_folders_and_a_titled_second_sheet(tmp_path):
+    """Invented after the mechanism: class folders two wrapper folders down, and a workbook
+    whose labels are on its second sheet under a title row."""
+    for split in ("train", "test"):
+        for label in ("benign", "malignant"):
+            for i in range(4):
+                _png(tmp_path / "a" / "release_v2" / "data" / split / label / f"{label}{i}.png",
+                     i)
+    scan = scan_folder(tmp_path / "a")
+    assert scan.layout == "class_folders" and scan.classes == ["benign", "malignant"]
+    assert scan.existing_split and len(scan.samples) == 16
+
+    root = tmp_path / "b"
+    for i in range(12):
+        _png(root / "pics" / f"img_{i:03d}.png", i)
+    notes = pd.DataFrame({"About": ["Scanned 2021", "Contact: radiology"]})
+    table = pd.DataFrame([["Lesion table (v3)", None, None], ["File", "Verdict", "Patient"]] +
+                         [[f"img_{i:03d}", "cancer" if i % 2 else "clear", f"P{i // 2}"]
+                          for i in range(12)])
+    with pd.ExcelWriter(root / "meta.xlsx") as writer:
+        notes.to_excel(writer, sheet_name="Notes", index=False)
+        table.to_excel(writer, sheet_name="Reads", index=False, header=False)
+    scan = scan_folder(root, "Labels are the Verdict column of the 'Reads' sheet.")
+    assert scan.layout == "label_table" and scan.details["sheet"] == "Reads"
+    assert scan.classes == ["cancer", "clear"] and len({s.group for s in scan.samples}) == 6
+
+
+def _busi_like(root: Path) -> None:
+    """Class folders whose images have a mask beside them (breast ultrasound style)."""
+    for k, label in enumerate(("benign", "malignant", "normal")):
+        for i in range(5):
+            _png(root / label / f"{label} ({i}).png", i + 10 * k)
+            Image.fromarray(np.where(np.arange(576).reshape(24, 24) % 7 == 0, 255, 0)
+                            .astype(np.uint8)).save(root / label / f"{label} ({i})_mask.png")
+
+
+def test_a_folder_read_two_ways_is_put_to_the_user(tmp_path, settings, store):
+    root = tmp_path / "busi"
+    _busi_like(root)
+    scan = scan_folder(root)
+    reading = scan.details["interpretation"]
+    readers = [r["reader"] for r in scan.details["interpretations"] if not r["refused"]]
+    assert reading["ambiguous"] and {"masks", "class_folders"} <= set(readers)
+    result = register_dataset(settings, store, str(root), "BUSI-like")
+    assert result["status"] == "needs_choice" and result["datacard_path"] is None
+    assert not (settings.datacards_dir / "BUSI-like.json").exists()
+    text = format_registration(result)
+    assert "--interpretation N" in text and "e.g." in text
+    number = next(r["number"] for r in result["interpretations"]
+                  if r["reader"] == "class_folders")
+    chosen = register_dataset(settings, store, str(root), "BUSI-like", interpretation=number)
+    assert chosen["status"] == "registered", chosen["errors"]
+    card = json.loads(Path(chosen["datacard_path"]).read_text())
+    assert card["interpretation"] == "class_folders" and card["tasks"] == ["diagnosis"]
+    # the description settles it without asking
+    told = scan_folder(root, "Segment the lesion: each image has its mask beside it "
+                                 "(255 = lesion, 0 = background).")
+    assert told.layout == "image_mask_folders" and not told.details["interpretation"]["ambiguous"]
+    assert told.classes == ["lesion"] and told.details["label_values"] == [255]
+
+
+def test_degenerate_readings_are_never_accepted(tmp_path):
+    for i in range(30):  # one folder per case: not classes
+        _png(tmp_path / "c" / f"CASE_{1000 + i}" / "slice_001.png", i)
+        _png(tmp_path / "c" / f"CASE_{1000 + i}" / "slice_002.png", i + 1)
+    with pytest.raises(ScanError, match="cases or patients|one class per case"):
+        scan_folder(tmp_path / "c")
+    for i in range(6):  # images/ and masks/ are not two classes
+        _png(tmp_path / "d" / "images" / f"x{i}.png", i)
+        _png(tmp_path / "d" / "masks" / f"x{i}.png", i)
+    scan = scan_folder(tmp_path / "d")
+    assert scan.layout == "image_mask_folders"
+    refused = {r["reader"]: r["refused"] for r in scan.details["interpretations"]}
+    assert "holds masks" in refused["class_folders"]
