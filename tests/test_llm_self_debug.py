@@ -15,6 +15,7 @@ from PIL import Image
 
 from core.jobs.lifecycle import create_job
 from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.layouts.types import ScanError
 from crew.runner import run_job
 from tests.conftest import tree_digest
 from tests.scripted_llm import scripted_factory
@@ -93,7 +94,7 @@ def test_llm_writes_and_debugs_index_script_and_fixes_dataloader(settings, store
                          [("write_plan", {"dataset": NAME, "reasons": "chest X-ray export",
                                           "time_budget_s": 120})], "Planned."],
         "data_engineer": [
-            [("inspect_dataset", {})],  # the recognisers see one class folder, 'blobs'
+            [("inspect_dataset", {})],  # refused: the only reading is one class, 'blobs'
 
             [("preview_dirs", {"path": "dataset"})],
             [("preview_files", {"paths": ["dataset/meta.dat"]})],
@@ -125,12 +126,14 @@ def test_llm_writes_and_debugs_index_script_and_fixes_dataloader(settings, store
     events = store.events(job_id)
     de = [e for e in events if e["role"] == "Data Engineer" and e["kind"] == "tool"]
     assert [(e["tool"], e["ok"]) for e in de] == [
-        ("inspect_dataset", 1), ("preview_dirs", 1), ("preview_files", 1), ("write_files", 1),
+        ("inspect_dataset", 0), ("preview_dirs", 1), ("preview_files", 1), ("write_files", 1),
         ("run_script", 1), ("edit_files", 1), ("run_script", 1)]
-    # autopilot's reading of this folder is one class, 'blobs': nothing to train on
+    # autopilot's only reading of this folder is one class, 'blobs': refused with the reason,
+    # which the LLM reads before looking at the files itself
     de_prompts = [json.dumps(m, default=str) for m in made["data_engineer"].seen_messages]
-    assert "'blobs': 32" in de[0]["result"] and "blobs" in de_prompts[1]
-    assert scan_folder(data).classes == ["blobs"]
+    assert "only one class (blobs)" in de[0]["result"] and "blobs" in de_prompts[1]
+    with pytest.raises(ScanError, match="only one class"):
+        scan_folder(data)
     # the first run failed with a traceback the LLM then read; the second wrote the index
     assert "IndexError" in de_prompts[5] or "ValueError" in de_prompts[5]
     assert "train 24 test 8" in de_prompts[7]

@@ -18,7 +18,8 @@
   {NORMAL,PNEUMONIA}/`` with ``IM-0119-0001.jpeg`` / ``NORMAL2-IM-0381-0001.jpeg`` (patient 0119,
   image 1) and ``person12_bacteria_47.jpeg`` / ``person30_virus_69.jpeg`` (patient 12 or 30,
   running image number); several images per patient, the split is patient-disjoint, frame sizes
-  vary, a few JPEGs are RGB, and macOS left ``.DS_Store`` files.
+  vary, a few JPEGs are RGB, and macOS left ``.DS_Store`` files. Signal: patchy opacities and a
+  lobar consolidation in pneumonia.
 
 Synthetic, seeded, small; not patient data.
 
@@ -318,11 +319,26 @@ def chest_xray_split(index: int) -> str:
     return "val" if index == 0 else "test" if index % 4 == 2 else "train"
 
 
+def paediatric_chest(rng: np.random.Generator, pneumonia: bool, size: int) -> np.ndarray:
+    """A chest radiograph (core.demo.chest_xray); pneumonia adds a lobar consolidation, a dense
+    patch in one lung, on top of the patchy opacities."""
+    pixels = chest_image(rng, pneumonia=pneumonia, size=size).astype(np.float32)
+    if pneumonia:
+        yy, xx = np.mgrid[0:size, 0:size]
+        side = 1 if rng.random() < 0.5 else -1
+        cy = size * (0.5 + rng.uniform(-0.15, 0.2))
+        cx = size * (0.5 + side * rng.uniform(0.15, 0.23))
+        sigma = size * rng.uniform(0.07, 0.1)
+        blob = np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * sigma ** 2))
+        pixels += 255 * rng.uniform(0.2, 0.28) * blob
+    return np.clip(pixels, 0, 255).astype(np.uint8)
+
+
 def make_chest_xray_names(out_dir: str | Path, seed: int = 0, n: int = 120,
                           scale: float = 1.0) -> Path:
     out = Path(out_dir)
     n = scaled(n, scale, 12)
-    spec = {"family": "chest_xray_names", "n": n, "seed": seed, "v": 1}
+    spec = {"family": "chest_xray_names", "n": n, "seed": seed, "v": 2}
     if prepare(out, spec):
         return out
     rng = np.random.default_rng(seed)
@@ -342,7 +358,7 @@ def make_chest_xray_names(out_dir: str | Path, seed: int = 0, n: int = 120,
                     running += int(rng.integers(1, 4))
                     name = f"person{patient}_{kind}_{running}.jpeg"
                 side = int(rng.choice([96, 112, 128]))
-                pixels = chest_image(rng, pneumonia=label == "PNEUMONIA", size=side)
+                pixels = paediatric_chest(rng, label == "PNEUMONIA", side)
                 pixels = pixels[: side - int(rng.integers(0, 17))]          # landscape frames
                 img = Image.fromarray(pixels, mode="L")
                 img = img.convert("RGB") if rng.random() < 0.1 else img

@@ -44,7 +44,8 @@ NOT_LABELS = {
     "old", "final", "version", "ver", "rev", "px", "mm", "nii", "gz", "png", "jpg", "jpeg",
     "tif", "tiff", "bmp", "vol", "volume", "pic", "photo", "visit", "baseline", "day",
     "week", "month", "year", "time", "run", "echo", "phase", "rgb", "gray", "grey",
-}
+    "od", "os", "ou", "cc", "mlo", "ml", "lmlo", "rmlo", "lcc", "rcc", "dx", "cr", "mg",
+}  # od/os/ou: right/left/both eyes; cc/mlo: mammography views
 MEDICAL_HINTS = {"normal", "healthy", "negative", "positive", "benign", "malignant", "tumor",
                  "tumour", "cancer", "covid", "pneumonia", "disease", "abnormal", "control",
                  "nodule", "lesion", "infected", "bacteria", "virus", "viral", "bacterial",
