@@ -25,7 +25,7 @@ from core.jobs.workspace import JobWorkspace
 from core.store.db import Store, open_store
 from crew.stages import STAGES
 
-SUITES = ("m3bench-lite",)
+SUITES = ("m3bench-lite", "layout-families")
 ROLES = [s.role for s in STAGES]
 ROLE_SHORT = {"Task Manager": "TM", "Data Engineer": "DE", "Module Architect": "MA",
               "Model Trainer": "MT"}
@@ -214,24 +214,25 @@ def _unregister(settings: Settings, store: Store, datasets: list) -> None:
 def run_bench(settings: Settings, suite: str = "m3bench-lite", llm: str = "autopilot",
               runs: int = 1, only: str | None = None, data_dir: str | Path | None = None,
               out: str | Path | None = None) -> dict:
-    from bench.m3bench_lite import DATASETS, select
+    from bench.m3bench_lite import datasets_of, select
 
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; available: {', '.join(SUITES)}")
     if runs < 1:
         raise ValueError("--runs must be at least 1")
-    chosen = select(only)
+    chosen = select(only, suite)
+    suite_datasets = datasets_of(suite)
     data_dir = Path(data_dir).expanduser().resolve() if data_dir else \
-        settings.demo_dir / "m3bench_lite"
+        settings.demo_dir / suite.replace("-", "_")
     out_path = Path(out).expanduser().resolve() if out else \
         settings.home / "bench" / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     store = open_store(settings.store_path)
     results = {"suite": suite, "llm": llm, "runs_per_dataset": runs, "home": str(settings.home),
                "data_dir": str(data_dir), "started_at": time.time(), "datasets": [],
                "overall": {}, "results_path": str(out_path)}
-    _log(f"M3Bench-lite: generating and registering {len(DATASETS)} datasets in {data_dir}")
-    errors = _register_all(settings, store, data_dir, DATASETS)
-    _unregister(settings, store, [d for d in DATASETS if errors.get(d.name)])
+    _log(f"{suite}: generating and registering {len(suite_datasets)} datasets in {data_dir}")
+    errors = _register_all(settings, store, data_dir, suite_datasets)
+    _unregister(settings, store, [d for d in suite_datasets if errors.get(d.name)])
     for dataset in chosen:
         entry = {"name": dataset.name, "paper_name": dataset.paper_name, "task": dataset.task,
                  "template": dataset.template, "request": dataset.request,

@@ -9,5 +9,5 @@ Generate them without the crew::
     from bench.m3bench_lite import generate
     generate("/some/folder")            # all 14; generate(folder, only="ADNI,BTCV") for a few
 """
-from bench.m3bench_lite.suite import (DATASETS, SUITE, BenchDataset, Floor, generate,  # noqa: F401
-                                      select)
+from bench.m3bench_lite.suite import (DATASETS, SUITE, BenchDataset, Floor,  # noqa: F401
+                                      datasets_of, generate, select)

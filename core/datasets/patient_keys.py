@@ -389,7 +389,8 @@ def _scope_found(found: _Found, subset: list[Sample], scan: ScanResult) -> None:
     """Keep a guessed key apart per dataset split, then per class, where numbering restarts."""
     scopes = [(["test" if s.split == "test" else "train" for s in subset],
                "the dataset's train and test folders", "folder")] if scan.existing_split else []
-    if all(s.labels is None for s in subset):
+    if scan.layout == "class_folders" and all(s.labels is None for s in subset):
+        # only folder classes restart their numbering; a table's or a detector's labels do not
         scopes.append(([s.label for s in subset], "classes", "class"))
     for parts, what, each in scopes if found.guess else []:
         found.keys, note = _scope(found.keys, parts, what, each)
