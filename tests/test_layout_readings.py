@@ -118,3 +118,15 @@ def test_degenerate_readings_are_never_accepted(tmp_path):
     assert scan.layout == "image_mask_folders"
     refused = {r["reader"]: r["refused"] for r in scan.details["interpretations"]}
     assert "holds masks" in refused["class_folders"]
+
+
+def test_a_notes_file_beside_many_images_is_not_their_report(tmp_path):
+    """Invented after the mechanism: each class folder holds a README.txt of prose."""
+    for k, label in enumerate(("normal", "effusion")):
+        for i in range(10):
+            _png(tmp_path / label / f"{label}_{i}.png", i + 20 * k)
+        (tmp_path / label / "README.txt").write_text("Exported from the PACS by the radiology "
+                                                    "department in 2023; anonymised.")
+    scan = scan_folder(tmp_path, "Classify effusion versus normal chest X-rays.")
+    assert scan.layout == "class_folders" and scan.classes == ["effusion", "normal"]
+    assert "text_reports" not in {r["reader"] for r in scan.details["interpretations"]}

@@ -33,6 +33,7 @@ from core.datasets.layouts.types import Sample, all_images
 
 MAX_SIDECAR_BYTES = 2_000_000
 MAX_REPORT_BYTES = 200_000
+MAX_STUDY_IMAGES = 8  # a folder with more images and one text holds notes, not a study report
 SECTION = re.compile(r"^\s*(findings|impression|conclusion|indication|comparison|technique|"
                      r"history|clinical history)\s*:?\s*", re.I | re.M)
 
@@ -192,7 +193,8 @@ def scan_text_reports(root: Path, top_dirs, top_files, description: str = ""):
             entries[image] = (same, "")
             continue
         here = per_folder.get(image.parent, [])
-        if len(here) == 1 and image.parent != root:  # one report for the study folder
+        if len(here) == 1 and image.parent != root and \
+                len(images_in[image.parent]) <= MAX_STUDY_IMAGES:  # the study folder's report
             entries[image] = (here[0], image.parent.name)
     if len(entries) < max(4, 0.3 * len(images)):
         return None
