@@ -130,3 +130,12 @@ def test_a_notes_file_beside_many_images_is_not_their_report(tmp_path):
     scan = scan_folder(tmp_path, "Classify effusion versus normal chest X-rays.")
     assert scan.layout == "class_folders" and scan.classes == ["effusion", "normal"]
     assert "text_reports" not in {r["reader"] for r in scan.details["interpretations"]}
+
+
+def test_voc_keeps_the_split_its_image_sets_list(tmp_path):
+    from core.demo.layout_families import BY_NAME
+    family = BY_NAME["pascal_voc"]
+    scan = scan_folder(family.generate(tmp_path / family.folder), family.description)
+    assert scan.existing_split and scan.details["split_lists"]
+    counts = {split: sum(s.split == split for s in scan.samples) for split in family.reading.split}
+    assert counts == family.reading.split

@@ -70,25 +70,6 @@ class Inventory:
     def count(self, *kinds: str) -> int:
         return sum(len(self.by_kind.get(k, [])) for k in kinds)
 
-    def imaging_files(self) -> int:
-        """Files a reading can explain as images or masks (what coverage is measured on)."""
-        return self.count("image", "tiff", "volume", "segmentation", "dicom")
-
-    def beside(self, path: Path, suffixes: tuple[str, ...]) -> Path | None:
-        """A file with the same stem as ``path`` in its folder and one of ``suffixes``."""
-        stem = stem_of_name(path.name)
-        for suffix in suffixes:
-            other = path.with_name(stem + suffix)
-            if other in self._all:
-                return other
-        return None
-
-    @property
-    def _all(self) -> set[Path]:
-        if not hasattr(self, "_all_cache"):
-            self._all_cache = {p for files in self.by_kind.values() for p in files}
-        return self._all_cache
-
     def summary(self, max_folders: int = 12) -> dict:
         """Counts per kind and the busiest folders (names and counts only; no content)."""
         busiest = sorted(self.folders.items(), key=lambda kv: -sum(kv[1].values()))

@@ -69,6 +69,4 @@ def reading_formats(reader: str, scan: ScanResult) -> set[str]:
         found.add("slicer")
     if scan.layout == "array_npz":
         found.add("medmnist")
-    if scan.layout == "dicom_series":
-        found.add("dicom_seg") if d.get("seg") else None
     return found

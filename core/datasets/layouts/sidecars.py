@@ -47,7 +47,7 @@ def _pairs(root: Path, kind: str, suffixes: tuple[str, ...]) -> list[tuple[Path,
     by_stem: dict[str, list[Path]] = defaultdict(list)
     for path in sidecars:
         by_stem[stem_of_name(path.name).lower()].append(path)
-    beside = {p for p in sidecars}
+    beside = set(sidecars)
     pairs = []
     for image in all_images(root):
         stem = stem_of_name(image.name).lower()

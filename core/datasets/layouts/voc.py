@@ -57,21 +57,21 @@ def read_voc_xml(path: Path) -> dict | None:
             "path": (root.findtext("path") or "").strip(), "objects": objects}
 
 
-def _split_lists(root: Path) -> dict[str, str]:
+def _split_lists(texts: list[Path]) -> dict[str, str]:
     """{stem: split} from ImageSets/Main/<split>.txt (class-specific lists are ignored)."""
     found: dict[str, str] = {}
-    for folder in sorted(root.rglob("ImageSets")):
-        main = folder / "Main" if (folder / "Main").is_dir() else folder
-        for path in sorted(main.glob("*.txt")):
-            name = path.stem.lower()
-            split = "train" if name == "trainval" else split_of_name(name) \
-                if name in ("train", "val", "test", "training", "validation", "testing") else ""
-            if not split:
-                continue
-            for line in path.read_text(errors="replace").splitlines():
-                stem = line.strip().split(" ")[0]
-                if stem and (split != "train" or stem not in found):
-                    found[stem] = split
+    lists = [p for p in texts if p.parent.name == "ImageSets" or
+             (p.parent.name == "Main" and p.parent.parent.name == "ImageSets")]
+    for path in sorted(lists):
+        name = path.stem.lower()
+        split = "train" if name == "trainval" else split_of_name(name) \
+            if name in ("train", "val", "test", "training", "validation", "testing") else ""
+        if not split:
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            stem = line.strip().split(" ")[0]
+            if stem and (split != "train" or stem not in found):
+                found[stem] = split
     return found
 
 
@@ -90,7 +90,7 @@ def scan_voc(root: Path, top_dirs, top_files, description: str = ""):
         by_stem.setdefault(stem_of_name(path.name), []).append(path)
     per_image: dict[Path, dict] = {}
     skipped: list[str] = []
-    splits = _split_lists(root)
+    splits = _split_lists(inv.files("text"))  # the inventory's walk, not another
     parsed = 0
     for xml in xml_files:
         data = read_voc_xml(xml)
