@@ -139,3 +139,31 @@ def test_voc_keeps_the_split_its_image_sets_list(tmp_path):
     assert scan.existing_split and scan.details["split_lists"]
     counts = {split: sum(s.split == split for s in scan.samples) for split in family.reading.split}
     assert counts == family.reading.split
+
+
+def test_slicer_segments_are_read_by_name_in_every_file(tmp_path):
+    """3D Slicer numbers segments per file: every fourth case stores 'tumor' as 1 and 'liver'
+    as 2. The index carries each case's own values, and the mask the dataloader and evaluator
+    see (mapped by label order) has the dark tumour as label 2 in every case."""
+    from core.datasets.indexing import write_list_index
+    from core.imaging.arrays import map_label_values
+    from core.imaging.image_io import read_image
+
+    family = next(f for f in FAMILIES if f.key == "slicer_seg")
+    root = family.generate(tmp_path / "slicer", scale=0.4)
+    scan = scan_folder(root, family.description)
+    assert scan.classes == ["liver", "tumor"]
+    swapped = [s for s in scan.samples if s.extra.get("label_values")]
+    assert swapped and all(s.extra["label_values"] == [2, 1] for s in swapped)
+    out = tmp_path / "index"
+    out.mkdir()
+    write_list_index(scan, out, "segmentation", test_fraction=0.25)
+    entries = [e for name in ("train.json", "test.json")
+               for e in json.loads((out / name).read_text())]
+    assert sum("label_values" in e for e in entries) == len(swapped)
+    for entry in entries:
+        image, _ = read_image(entry["image_path"])
+        mask, _ = read_image(entry["label_path"])
+        labels = np.asarray(map_label_values(mask, entry.get("label_values")))
+        assert set(np.unique(labels)) == {0, 1, 2}
+        assert image[labels == 2].mean() < image[labels == 1].mean() - 30, entry["label_path"]

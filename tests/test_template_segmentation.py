@@ -245,3 +245,24 @@ def test_mri_two_channels_3d(tmp_path, settings, store):
     assert result["summary"]["in_channels"] == 2
     assert result["report"]["metrics"]["dice"] >= 0.5
     assert_label_geometry(result["logout"] / "predictions.json")
+
+
+def test_each_case_maps_its_own_stored_label_values(tmp_path):
+    """A case whose mask stores the labels as other values (a 3D Slicer file numbering its
+    segments itself: 'spleen' as 1, 'liver' as 2 in this one) is mapped by its index entry's
+    ``label_values``; the other cases are read as stored."""
+    folder = make_ct_organ_demo_3d(tmp_path / "ct", n_cases=3)
+    cases = index_cases(folder)
+    original = nib.load(cases[0]["label_path"])
+    stored = np.asarray(original.dataobj).astype(np.uint8)
+    swapped = np.where(stored == 1, 2, np.where(stored == 2, 1, stored)).astype(np.uint8)
+    path = tmp_path / "swapped.nii.gz"
+    nib.save(nib.Nifti1Image(swapped, original.affine), path)
+    cases[0] = {**cases[0], "label_path": str(path), "label_values": [2, 1]}
+    datapath = make_datapath(tmp_path, cases, 1, {**CT, "PIXDIM": None})
+    dl = load_dataloader(datapath / "dataloader.py")
+    data = dl.SegmentationDataset("train", augment=False, datapath=str(datapath))
+    for k in range(2):
+        labels = data[k]["labels"][0].numpy()
+        truth = np.asarray(nib.load(index_cases(folder)[k]["label_path"]).dataobj)
+        assert [(labels == v).sum() for v in (1, 2)] == [(truth == v).sum() for v in (1, 2)]

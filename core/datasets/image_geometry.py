@@ -79,8 +79,9 @@ def read_ref(ref: str, full: bool, allow_pickle: bool) -> tuple[Geometry | None,
             import SimpleITK as sitk
             if full:
                 image = sitk.ReadImage(str(path))
+                # a copy: a view would point into the image's buffer, freed with the image
                 return (Geometry(tuple(image.GetSize()), tuple(image.GetSpacing())),
-                        sitk.GetArrayViewFromImage(image))
+                        sitk.GetArrayFromImage(image))
             reader = sitk.ImageFileReader()
             reader.SetFileName(str(path))
             reader.ReadImageInformation()

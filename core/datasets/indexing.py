@@ -102,8 +102,11 @@ def _entry(sample: Sample, template: str, classes: list[str],
     if template == "segmentation":
         entry = {"image_path": sample.image, "label_path": sample.extra["label_path"],
                  "labels": classes}
-        if label_values:  # labels[i] is stored as mask value label_values[i] (0/255 masks)
-            entry["label_values"] = list(label_values)
+        # labels[i] is stored as mask value label_values[i]: the case's own values (a 3D Slicer
+        # file numbers its segments itself) or the dataset's (0/255 masks)
+        values = sample.extra.get("label_values") or label_values
+        if values:
+            entry["label_values"] = list(values)
         return entry
     if template == "detection":
         return {"image_path": sample.image, "boxes": sample.extra.get("boxes", []),

@@ -209,7 +209,8 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
             continue
         masks += 1
         values, whole = distinct_values(array) if array is not None else ([], True)
-        stored = list(scan.details.get("label_values") or range(1, declared + 1))
+        stored = list(sample.extra.get("label_values") or scan.details.get("label_values")
+                      or range(1, declared + 1))
         bad = [x for x in values if not whole or (x != 0 and x not in stored)]
         if bad:
             problems.add("values", f"{label_path} holds {bad[:5]}")

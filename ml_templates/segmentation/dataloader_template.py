@@ -29,13 +29,14 @@ from pathlib import Path
 import torch
 from monai.data import CacheDataset, MetaTensor
 from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, EnsureTyped,
-                              Invertd, LoadImaged, MapLabelValued, MapTransform,
+                              Invertd, LoadImaged, MapTransform,
                               NormalizeIntensityd,
                               Orientationd, RandCropByLabelClassesd,
                               RandCropByPosNegLabeld, RandFlipd,
                               RandScaleIntensityd, RandShiftIntensityd, ScaleIntensityd,
                               ScaleIntensityRanged, Spacingd, SpatialPadd)
 
+from core.imaging.arrays import map_label_values
 from core.imaging.image_io import ImageRefReader
 
 SAMPLES_PER_CASE = globals().get("SAMPLES_PER_CASE", 4)  # training patches per case and epoch
@@ -83,16 +84,32 @@ def nonzero(x):
     return x != 0
 
 
+class MapStoredLabels(MapTransform):
+    """Per case, mask values stored as other numbers become labels 1..N: the index entry's
+    ``label_values`` (a binary mask stored as 0/255 gives [255]; a 3D Slicer segmentation whose
+    segments carry different values in each file gives that file's values in label order)."""
+
+    def __init__(self, label_values: list | None = None):
+        super().__init__(["label"], allow_missing_keys=True)
+        self.label_values = list(label_values or [])
+
+    def __call__(self, data):
+        d = dict(data)
+        values = d.pop("label_values", None) or self.label_values
+        if values and "label" in d:
+            d["label"] = map_label_values(d["label"], values)
+        return d
+
+
 def preprocessing(keys: list[str], label_values: list | None = None) -> list:
-    """The deterministic, invertible steps shared by training and evaluation. ``label_values``
-    (from the index: a binary mask stored as 0/255 gives [255]) map the stored mask values to
-    labels 1..N."""
+    """The deterministic, invertible steps shared by training and evaluation. Mask values are
+    mapped to labels 1..N from each record's ``label_values`` (or, for every record, from
+    ``label_values`` here)."""
     modes = ["bilinear", "nearest"][:len(keys)]
     steps = [LoadImaged(keys, reader=ImageRefReader(allow_pickle=ALLOW_PICKLE), image_only=True),
              EnsureChannelFirstd(keys), FitImage(keys)]
-    if label_values and "label" in keys:
-        steps.append(MapLabelValued("label", orig_labels=list(label_values),
-                                    target_labels=list(range(1, len(label_values) + 1))))
+    if "label" in keys:
+        steps.append(MapStoredLabels(label_values))
     if SPATIAL_DIMS == 3:
         steps.append(Orientationd(keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))))
     if PIXDIM:
@@ -148,12 +165,13 @@ class SegmentationDataset(torch.utils.data.Dataset):
         if self.augment and not has_label:
             raise ValueError("training patches need a label_path for every case")
         self.keys = ["image", "label"] if has_label else ["image"]
-        self.pre = Compose(preprocessing(self.keys, (self.items[0].get("label_values")
-                                                     if self.items else None)))
+        self.pre = Compose(preprocessing(self.keys))
         self.transforms = Compose([*self.pre.transforms,
                                    *(training_steps() if self.augment else [])])
         records = [{"image": _resolve(it["image_path"], self.datapath),
-                    **({"label": _resolve(it["label_path"], self.datapath)} if has_label else {})}
+                    **({"label": _resolve(it["label_path"], self.datapath)} if has_label else {}),
+                    **({"label_values": list(it["label_values"])}
+                       if has_label and it.get("label_values") else {})}
                    for it in self.items]
         self.data = CacheDataset(records, self.transforms, cache_rate=CACHE_RATE,
                                  runtime_cache=True, progress=False)

@@ -109,7 +109,7 @@ def _write_case(item: dict, case_id: str, images_dir: Path, labels_dir: Path | N
                 sitk.GetArrayFromImage(label), item["label_values"]).astype(np.uint8))
             mapped.CopyInformation(label)
             label = mapped
-        arr = sitk.GetArrayViewFromImage(label)
+        arr = sitk.GetArrayFromImage(label)
         if arr.min() < 0 or not np.array_equal(arr, np.round(arr)):
             raise NnunetEngineError(f"{case_id}: label must hold non-negative integers")
         label = sitk.Cast(label, sitk.sitkUInt8 if arr.max() < 256 else sitk.sitkUInt16)
@@ -150,7 +150,7 @@ def convert_dataset(datapath: str | Path, raw_root: str | Path) -> dict:
         max_label = 0
         for f in dirs["labelsTr"].glob("*.nii.gz"):
             max_label = max(max_label,
-                            int(sitk.GetArrayViewFromImage(sitk.ReadImage(str(f))).max()))
+                            int(sitk.GetArrayFromImage(sitk.ReadImage(str(f))).max()))
         names = [f"label_{v}" for v in range(1, max_label + 1)]
     channel_names = {str(k): ("CT" if n_channels == 1 and _looks_ct(train[0]) else f"channel_{k}")
                      for k in range(n_channels)}
@@ -166,7 +166,7 @@ def convert_dataset(datapath: str | Path, raw_root: str | Path) -> dict:
 def _looks_ct(item: dict) -> bool:
     """CT gets nnU-Net's global HU normalisation: integer data with air near -1000."""
     try:
-        arr = sitk.GetArrayViewFromImage(read_image(_channels(item)[0]))
+        arr = sitk.GetArrayFromImage(read_image(_channels(item)[0]))
         return np.issubdtype(arr.dtype, np.integer) and arr.min() <= -500
     except Exception:
         return False

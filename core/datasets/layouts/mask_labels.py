@@ -94,7 +94,13 @@ def slicer_segments(mask: Path) -> list[tuple[int, str, int]]:
         return []
     try:
         with open(mask, "rb") as handle:
-            head = handle.read(262_144).split(b"\n\n", 1)[0].decode("latin-1")
+            head = b""
+            while b"\n\n" not in head and len(head) < 1_048_576:
+                chunk = handle.read(16_384)
+                if not chunk:
+                    break
+                head += chunk
+        head = head.split(b"\n\n", 1)[0].decode("latin-1")
     except OSError:
         return []
     fields: dict[str, dict[str, str]] = {}
@@ -108,6 +114,18 @@ def slicer_segments(mask: Path) -> list[tuple[int, str, int]]:
         if value.strip().isdigit() and f.get("Name"):
             out.append((int(value), f["Name"], int(f.get("Layer", "0") or 0)))
     return out
+
+
+def segment_values(mask: Path, labels: list[str]) -> list[int] | None:
+    """The values ``labels`` have in this 3D Slicer segmentation, in label order, when they are
+    not 1..N: Slicer numbers segments per file, so one case may store 'tumor' as 1 and the next
+    as 2. A label the file lacks gets -1 (no voxel has it). None for any other mask."""
+    segments = slicer_segments(mask)
+    if not segments or len({layer for *_, layer in segments}) != 1:
+        return None
+    value_of = {n: v for v, n, _ in segments}
+    values = [value_of.get(name, -1) for name in labels]
+    return None if values == list(range(1, len(labels) + 1)) else values
 
 
 def _binary_names(values: list[int], description: str, root: Path) -> list[str] | None:
@@ -132,6 +150,8 @@ def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[s
     if segments and len({layer for *_, layer in segments}) == 1:
         by_value = {v: n for v, n, _ in segments}
         names = [by_value.get(v, f"label_{v}") for v in range(1, max(by_value) + 1)]
+        for mask in masks[1:]:   # a segment only some files have (added later in Slicer)
+            names += [n for _, n, _ in slicer_segments(mask) if n not in names]
         return names, {"label_source": masks[0].name + " (3D Slicer segment names)"}
     found = labels_from_files(root)
     if found:

@@ -37,7 +37,7 @@ from pathlib import Path
 from core.datasets.layouts.common import (build_result, common_parent, group_for,
                                           group_source, held_out_splits, load_json)
 from core.datasets.layouts.mask_files import geometry_problem, header_shape, spatial_shape
-from core.datasets.layouts.mask_labels import label_names
+from core.datasets.layouts.mask_labels import label_names, segment_values
 from core.datasets.layouts.mask_pairing import (Case, find_folder_sets, pair_folder, stem_of,
                                                 suffix_cases)
 from core.datasets.layouts.types import Sample, ScanError
@@ -118,9 +118,11 @@ def _result(root: Path, cases: list[Case], images: list[Path], skipped: list[str
         first = next(iter(case.channels.values()))
         group, source = group_for(first, base)
         sources.append(source)
+        extra = {"label_path": str(case.mask)}
+        if (values := segment_values(case.mask, labels)) is not None:
+            extra["label_values"] = values   # this file's values of the labels, in order
         samples.append(Sample(files if len(files) > 1 else files[0], "case", group,
-                              mapping.get(case.split, case.split),
-                              extra={"label_path": str(case.mask)}))
+                              mapping.get(case.split, case.split), extra=extra))
     count, names = _channels(root, order, cases[0])
     details.update(facts, channels=count, channel_names=names, geometry_checked=checked)
     return build_result(root, "image_mask_folders", "segmentation", samples, len(images),
