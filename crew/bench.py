@@ -1,6 +1,7 @@
 """``python -m crew bench``: an M3Bench-style benchmark through the real crew.
 
-For the chosen suite (today ``m3bench-lite``: 14 synthetic stand-ins for the paper's datasets),
+For the chosen suite (``m3bench-lite``: 14 synthetic stand-ins for the paper's datasets and 12
+ordinary public-dataset layouts; ``paper`` or ``layout-families`` for either part),
 generate the datasets when missing, register all of them (the Task Manager chooses among every
 card, as in the paper), then for each selected dataset and run create a job from the dataset's
 request, approve the plan automatically and run the four roles. A run succeeds when the job
@@ -23,9 +24,9 @@ from core.jobs.launcher import run_to_end
 from core.jobs.lifecycle import create_job
 from core.jobs.workspace import JobWorkspace
 from core.store.db import Store, open_store
+from bench.m3bench_lite.suite import SUITES
 from crew.stages import STAGES
 
-SUITES = ("m3bench-lite", "layout-families")
 ROLES = [s.role for s in STAGES]
 ROLE_SHORT = {"Task Manager": "TM", "Data Engineer": "DE", "Module Architect": "MA",
               "Model Trainer": "MT"}

@@ -7,7 +7,7 @@
     python -m crew jobs [--home DIR]
     python -m crew show JOB [--home DIR]
     python -m crew demo [--basic] [--home DIR] build and register the demo datasets
-    python -m crew bench [--suite m3bench-lite|layout-families] [--llm autopilot|MODEL] [--runs N]
+    python -m crew bench [--suite m3bench-lite|paper|layout-families] [--llm autopilot|MODEL] [--runs N]
                          [--only NAME,...] [--out FILE] [--data DIR] [--home DIR]
 """
 from __future__ import annotations
@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", parents=[common],
                        help="run the M3Bench-lite benchmark through the crew")
     p.add_argument("--suite", default="m3bench-lite",
-                   help="benchmark suite: m3bench-lite (the paper's 14) or layout-families")
+                   help="benchmark suite: m3bench-lite (all 26), paper (the paper's 14) or "
+                        "layout-families (the 12 ordinary layouts)")
     p.add_argument("--llm", help="'autopilot' (default) or a model string, e.g. openai/gpt-4o")
     p.add_argument("--runs", type=int, default=1, help="runs per dataset (the paper uses 5)")
     p.add_argument("--only", help="comma-separated dataset names, e.g. ADNI,BTCV")

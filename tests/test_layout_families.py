@@ -90,10 +90,12 @@ def test_bench_lists_the_families_as_a_suite_of_their_own():
     assert len(DATASETS) == 14 and len(FAMILIES) == 12
     assert not {d.folder for d in DATASETS} & {d.folder for d in FAMILIES}
     assert not {d.name for d in DATASETS} & {d.name for d in FAMILIES}
-    assert select(None) == DATASETS and select(None, suite="layout-families") == FAMILIES
+    assert select(None, suite="paper") == DATASETS
+    assert select(None, suite="layout-families") == FAMILIES
+    assert select(None) == DATASETS + FAMILIES                       # m3bench-lite: all 26
     chosen = select("pascal_voc, LGG-MRI-TIFF,breastmnist ultrasound", suite="layout-families")
     assert [d.paper_name for d in chosen] == ["pascal_voc", "tiff_masks", "medmnist_npz"]
-    with pytest.raises(ValueError, match="no layout-families dataset"):
+    with pytest.raises(ValueError, match="no layout-families suite dataset"):
         select("ADNI", suite="layout-families")
     with pytest.raises(ValueError, match="unknown suite"):
         select(None, suite="nope")

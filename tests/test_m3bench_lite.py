@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench.m3bench_lite import DATASETS, Floor, generate, select
+from bench.m3bench_lite import DATASETS, FAMILIES, Floor, generate, select
 from core.datasets.datacards import parse_datacard
 from core.planning.matching import parse_request, rank_datacards
 
@@ -34,7 +34,7 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("m3bench-tiny")
-    generate(data, scale=TINY)
+    generate(data, scale=TINY, suite="paper")
     return data
 
 
@@ -147,7 +147,7 @@ def test_generation_is_seeded_and_idempotent(tiny, tmp_path):
     assert (other / "mine.txt").read_text() == "not generated"
 
 
-def test_datacards_validate_and_the_task_manager_tells_the_14_apart(tiny):
+def test_datacards_validate_and_the_task_manager_tells_the_26_apart(tiny, tmp_path):
     cards = []
     for d in DATASETS:
         card = d.datacard(tiny / d.folder)
@@ -157,7 +157,10 @@ def test_datacards_validate_and_the_task_manager_tells_the_14_apart(tiny):
         intent = parse_request(f"{d.name} {d.description}")
         assert (intent.modality, intent.anatomy) == (d.modality, d.anatomy), d.name
         cards.append((card, True))
-    for d in DATASETS:
+    # the layout families are registered beside them (an Alzheimer MRI set beside ADNI, a
+    # chest X-ray report set beside IU-Xray): every request still finds its own dataset
+    cards += [(d.datacard(tmp_path / d.folder), True) for d in FAMILIES]
+    for d in DATASETS + FAMILIES:
         ranking = rank_datacards(d.request, cards)
         assert ranking["chosen"] == d.name, (d.request, ranking["explanation"])
     knee = next(d for d in DATASETS if d.paper_name == "KneeMRI").description
@@ -198,7 +201,7 @@ def _true_patient(folder: str, image: str, data: Path) -> str | None:
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("m3bench-small")
-    generate(data, scale=0.3)
+    generate(data, scale=0.3, suite="paper")
     return data
 
 

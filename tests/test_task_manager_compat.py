@@ -239,3 +239,31 @@ def test_a_request_without_any_content_names_no_nearest():
     result = rank("please help")
     assert result["chosen"] is None and result["nearest"] is None
     assert "names no task" in result["explanation"]
+
+
+def test_class_codes_are_read_as_the_words_the_description_spells_out():
+    """Class codes (PD, HC, SWEDD) tie a request only through the description's own spelling
+    of them ("PD = Parkinson's disease", "healthy controls (HC)"); of two cards naming all their
+    classes, the one covering more of the request wins, and a close runner-up is named."""
+    from core.planning.class_terms import class_terms
+    three = card("PPMI-DaT", ["diagnosis"], "SPECT", "brain", "3D", ["PD", "HC", "SWEDD"],
+                 "DaTscan SPECT volumes. Groups: PD = Parkinson's disease; SWEDD (scans "
+                 "without evidence of dopaminergic deficit); and healthy controls (HC).")
+    two = card("Movement-DaT", ["diagnosis"], "SPECT", "brain", "3D", ["PD", "HC"],
+               "DaTscan SPECT of Parkinson's disease (PD) patients and healthy controls (HC).")
+    assert class_terms("HC", three.description) == ["HC", "healthy controls"]
+    assert "scans without evidence of dopaminergic deficit" in class_terms("SWEDD",
+                                                                          three.description)
+    assert class_terms("tumor", "tumor = 2") == ["tumor"]          # not a code: its name only
+    cards = [(three, True), (two, True)]
+    wide = rank_datacards("Tell Parkinson's disease, healthy controls and scans without "
+                          "evidence of dopaminergic deficit apart on DaTscan SPECT", cards)
+    assert wide["chosen"] == "PPMI-DaT"
+    assert "classes named in the request: PD, SWEDD" in wide["explanation"]
+    assert "generic classes named (HC)" in wide["explanation"]   # "healthy controls" is generic
+    narrow = rank_datacards("Classify Parkinson's disease versus healthy controls on SPECT",
+                            cards)
+    assert narrow["chosen"] == "Movement-DaT", narrow["candidates"]
+    both = rank_datacards("Diagnose Parkinson's disease on brain SPECT", cards)
+    assert "Close behind:" in both["explanation"] and "change the dataset at approval" in \
+        both["explanation"]

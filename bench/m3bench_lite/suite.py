@@ -1,4 +1,5 @@
-"""The M3Bench-lite suite: for each of the paper's 14 datasets, a synthetic stand-in (generator),
+"""The M3Bench-lite suite: for each of the paper's 14 datasets and the 12 layout families, a
+synthetic stand-in (generator),
 its datacard text (written in our own words, naming label columns, code meanings and caps as
 the paper's cards do), the request a clinician would type, and the floor a run must reach to
 count as a success (the paper's "test-set performance in an acceptable range")."""
@@ -205,14 +206,15 @@ DATASETS: list[BenchDataset] = [
         "image, 'uid' the study (a frontal and a lateral view per study, which share one "
         "report), and 'findings' and 'impression' hold the report; a few studies have no "
         "findings text.",
-        "Write radiology reports for chest X-rays", ROUGE),
+        "Write radiology reports for frontal and lateral chest X-ray studies", ROUGE),
 ]
 
 # The layout families (core.demo.layout_families): ordinary folders in the layouts public
 # datasets ship in (Pascal VOC, YOLO, JSON sidecars, report.txt per study, multi-sheet Excel,
 # 0/255 TIFF masks, 3D Slicer .seg.nrrd, file-name tokens, MedMNIST .npz, Kermany chest_xray,
-# nnU-Net raw, TCIA DICOM + clinical CSV). A separate suite, "layout-families": they are never
-# generated or chosen with the 14 above; select them by card name, folder or family key.
+# nnU-Net raw, TCIA DICOM + clinical CSV). M3Bench-lite is the paper's 14 and these 12, all
+# registered together: the Task Manager chooses among all 26 cards. "paper" and
+# "layout-families" select either part alone (only that part is registered).
 FAMILY_FLOORS = {"detection": Floor("map50", ">=", 0.5), "diagnosis": AUC, "segmentation": DICE,
                  "report_generation": ROUGE}
 FAMILY_FLOOR_OVERRIDES = {   # two labels, one a small lesion (as MSD Pancreas above)
@@ -223,7 +225,8 @@ FAMILIES: list[BenchDataset] = [
                  FAMILY_FLOOR_OVERRIDES.get(f.key, FAMILY_FLOORS[f.reading.template]),
                  f.reading.classes)
     for f in layout_families.FAMILIES]
-SUITE_DATASETS = {SUITE: DATASETS, "layout-families": FAMILIES}
+SUITE_DATASETS = {SUITE: DATASETS + FAMILIES, "paper": DATASETS, "layout-families": FAMILIES}
+SUITES = tuple(SUITE_DATASETS)
 
 BY_NAME = {d.name.lower(): d for d in DATASETS}
 
@@ -248,7 +251,7 @@ def select(only: str | list[str] | None, suite: str = SUITE) -> list[BenchDatase
                                                  d.paper_name.lower())]
         if not found:
             names = ", ".join(d.paper_name for d in datasets)
-            label = "M3Bench-lite dataset" if suite == SUITE else f"{suite} dataset"
+            label = "M3Bench-lite dataset" if suite == SUITE else f"{suite} suite dataset"
             raise ValueError(f"no {label} {word!r}; choose from {names}")
         chosen.extend(d for d in found if d not in chosen)
     return [d for d in datasets if d in chosen]

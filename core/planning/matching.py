@@ -31,8 +31,10 @@ from core.datasets.vocabulary import (BOX_WORDS, STOPWORDS, Intent, anatomy_ance
                                       canonical_anatomy, canonical_modality, mentions_anatomy,
                                       mentions_modality, modality_ancestors, modality_of,
                                       parse_request)
+from core.planning.class_terms import class_terms
 
 SEGMENT_GROUP = ("segmentation", "anomaly_detection")
+CLOSE = 0.5   # a runner-up this close is named in the explanation: the user may have meant it
 # class words that say nothing about which dataset is meant: they never tie a card
 GENERIC_CLASS_WORDS = {
     "normal", "abnormal", "healthy", "unhealthy", "positive", "negative", "pos", "neg",
@@ -201,25 +203,34 @@ def _check_dimension(intent: Intent, card: Datacard, j: _Judgement) -> None:
 
 
 def _check_classes(intent: Intent, card: Datacard, j: _Judgement) -> None:
+    """Classes the request names, by their names or the spelled-out forms the description
+    gives their codes (``AD`` = "Alzheimer's disease"). Points for the share of the card's
+    classes named, and a little for every request word they cover, so that of two cards
+    naming all their classes the one covering more of the request ranks first."""
     request_words = _words(" ".join(intent.words))
-    named, generic = [], []
+    stop = {_norm(w) for w in STOPWORDS}
+    named, generic, covered = [], [], set()
     for name in card.classes:
-        parts = {_norm(w) for w in re.findall(r"[a-z][a-z0-9]{2,}", name.lower())}
-        parts -= {_norm(w) for w in STOPWORDS}
-        if not parts or not parts <= request_words:
-            continue
-        negated = re.match(r"(?:no|not|without)\s", name.lower().strip())  # "no tumour"
-        (generic if negated or parts <= GENERIC_CLASS_WORDS else named).append(name)
+        for term in class_terms(name, card.description):
+            parts = {_norm(w) for w in re.findall(r"[a-z][a-z0-9]{2,}", term.lower())} - stop
+            if not parts or not parts <= request_words:
+                continue
+            negated = re.match(r"(?:no|not|without)\s", term.lower().strip())  # "no tumour"
+            (generic if negated or parts <= GENERIC_CLASS_WORDS else named).append(name)
+            covered |= parts
+            break
     if named:
-        j.add(2.0 * len(named) / max(len(card.classes), 1) + 1.0,
+        j.add(2.0 * len(named) / max(len(card.classes), 1) + 1.0
+              + min(0.5, 0.05 * len(covered - GENERIC_CLASS_WORDS)),
               f"classes named in the request: {', '.join(named)}", specific=True)
     if generic:
         j.add(0.25, f"generic classes named ({', '.join(generic)}), which alone tie no card")
     desc_words = _words(card.description)
-    ignored = {_norm(w) for w in STOPWORDS} | GENERIC_CLASS_WORDS
+    ignored = stop | GENERIC_CLASS_WORDS
     shared = sorted((request_words & desc_words) - ignored)
-    if shared:
-        j.add(min(1.0, 0.25 * len(shared)), f"description shares: {', '.join(shared[:6])}")
+    if shared:  # a hundredth per word past the cap: the closer description breaks a tie
+        j.add(min(1.0, 0.25 * len(shared)) + 0.01 * len(shared),
+              f"description shares: {', '.join(shared[:6])}")
 
 
 def score_card(intent: Intent, card: Datacard, available: bool) -> Candidate:
@@ -283,6 +294,12 @@ def rank_datacards(request: str, cards: list[tuple[Datacard, bool]]) -> dict:
     nearest = None
     if chosen:
         explanation = f"Chose {chosen.name} (score {chosen.score}): " + "; ".join(chosen.reasons)
+        close = [c for c in candidates[1:] if c.eligible and chosen.score - c.score < CLOSE]
+        if close:
+            explanation += (". Close behind: " + ", ".join(f"{c.name} (score {c.score})"
+                                                          for c in close[:3])
+                            + "; the request fits it almost as well: change the dataset at "
+                            "approval if it was meant")
     else:
         if scored and (intent.task or intent.modality or intent.anatomy):
             # fewest differences; then the card that states the most about itself
