@@ -60,7 +60,7 @@ def _image_ref(key_or_entry) -> str:
 
 def _refs(path: Path) -> list[str]:
     index = json.loads(path.read_text())
-    return [_image_ref(e) for e in (index if isinstance(index, list) else index)]
+    return [_image_ref(e) for e in index]   # list entries, or the keys of a diagnosis index
 
 
 def _patients(family, root: Path, refs: list[str]) -> set:
