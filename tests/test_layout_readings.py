@@ -167,3 +167,31 @@ def test_slicer_segments_are_read_by_name_in_every_file(tmp_path):
         labels = np.asarray(map_label_values(mask, entry.get("label_values")))
         assert set(np.unique(labels)) == {0, 1, 2}
         assert image[labels == 2].mean() < image[labels == 1].mean() - 30, entry["label_path"]
+
+
+def test_a_mask_ending_the_description_names_is_read_as_a_mask(tmp_path):
+    """Invented after the mechanism: outlines saved beside their frames with an ending no
+    built-in rule knows (``_les``). The description names it, the folder confirms it (every
+    ``X_les.png`` has its ``X.png``), and the folder reads as segmentation of one label.
+    Endings the folder does not bear out are dropped."""
+    from core.datasets.layouts.dispatch import confirmed_mask_affixes
+
+    root = tmp_path / "us"
+    rng = np.random.default_rng(3)
+    for i in range(10):
+        mask = np.zeros((40, 40), np.uint8)
+        mask[10:20 + i, 12:22] = 255
+        image = rng.integers(0, 120, (40, 40), dtype=np.uint8) + (mask > 0) * 100
+        (root / "frames").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image.astype(np.uint8)).save(root / "frames" / f"frame{i:03d}.png")
+        Image.fromarray(mask).save(root / "frames" / f"frame{i:03d}_les.png")
+    told = ("Breast ultrasound frames in frames/. The lesion outline of each frame X.png is "
+            "drawn in X_les.png (white = lesion).")
+    scan = scan_folder(root, told)
+    assert (scan.task, scan.classes, len(scan.samples)) == ("segmentation", ["lesion"], 10)
+    assert all(s.extra["label_path"].endswith("_les.png") for s in scan.samples)
+    assert all(not str(s.image).endswith("_les.png") for s in scan.samples)
+    assert scan.details["label_values"] == [255]
+    with pytest.raises(ScanError, match="suffix"):          # untold: one folder, no labels
+        scan_folder(root, "Breast ultrasound frames.")
+    assert confirmed_mask_affixes(root, ["_les", "_nn", "_t1"]) == ("_les",)

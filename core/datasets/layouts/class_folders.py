@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from core.datasets.layouts.inventory import MASK_NAME, stem_of_name
+from core.datasets.layouts.inventory import is_mask_stem, stem_of_name
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, SPLIT_NAMES, Sample, ScanError,
                                          ScanResult, entries, entry_names, group_of,
                                          image_suffix, is_image)
@@ -28,7 +28,7 @@ def _class_folder_samples(class_dir: Path, label: str, split: str,
     (samples, dimension, how many samples a patient folder grouped)."""
     sub_dirs, files = entry_names(class_dir)
     skipped.extend(f"{path}: not an image file" for name, path in files if not is_image(name))
-    masks = {name for name, _ in files if is_image(name) and MASK_NAME.search(stem_of_name(name))}
+    masks = {name for name, _ in files if is_image(name) and is_mask_stem(stem_of_name(name))}
     skipped.extend(f"{path}: a mask, not an image of class {label}" for name, path in files
                    if name in masks)
     samples: list[Sample] = []

@@ -15,9 +15,29 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.datasets.layouts.hints import read_hints
 from core.datasets.layouts.interpret import choose, read_all
+from core.datasets.layouts.types import (ScanError, ScanResult, is_image, shared_walks,
+                                         use_mask_affixes)
 from core.datasets.patient_keys import infer_patient_keys
-from core.datasets.layouts.types import ScanError, ScanResult, shared_walks
+
+MAX_AFFIX_FILES = 200_000
+
+
+def confirmed_mask_affixes(root: Path, candidates: list[str]) -> tuple[str, ...]:
+    """The endings a description gives the masks that the folder bears out: some image file's
+    stem ends with one and, without it, is the stem of another image file (``X_les.png`` beside
+    ``X.png``). An ending only image names have (``_T1``) is never confirmed."""
+    if not candidates:
+        return ()
+    stems: set[str] = set()
+    for count, (_folder, _dirs, files) in enumerate(os.walk(root)):
+        stems.update(os.path.splitext(f.removesuffix(".gz"))[0].lower() for f in files
+                     if is_image(f) and not f.startswith("."))
+        if len(stems) > MAX_AFFIX_FILES or count > MAX_AFFIX_FILES:
+            break
+    return tuple(a for a in candidates
+                 if any(s.endswith(a) and s[: -len(a)] in stems for s in stems))
 
 
 def scan_folder(root: str | os.PathLike, description: str = "",
@@ -35,6 +55,7 @@ def scan_folder(root: str | os.PathLike, description: str = "",
                         "the dataset.")
     root_path = root_path.resolve()
     with shared_walks():
+        use_mask_affixes(confirmed_mask_affixes(root_path, read_hints(description).mask_affixes))
         readings, inventory = read_all(root_path, description, declared_tasks)
         scan = infer_patient_keys(choose(readings, root_path, interpretation))
         scan.details["inventory"] = inventory.summary()

@@ -11,6 +11,8 @@ interpretation step scores readings against:
   report generation), from the same task words the Task Manager reads;
 * ``quoted``: quoted words and file/folder/sheet/column names the text mentions;
 * ``affixes``: file-name suffixes or prefixes it names (``_mask``, ``_seg``);
+* ``mask_affixes``: file-name endings named in a sentence about masks or outlines (``_les`` in
+  "the outline of X.png is X_les.png"); the scan keeps those the folder confirms;
 * ``same_name``: it says annotations share the image's name.
 
 May import: the standard library only.
@@ -41,6 +43,10 @@ DETECT = (r"\bbounding[- ]box\w*|\bboxes\b|\bbox\b|\bbbox\w*|\blocali[sz]\w*|\bd
 REPORT = r"\b(?:write|generat\w*|draft\w*)\b[^.]{0,30}\b(?:reports?|findings)\b|\breport generation"
 DIAGNOSE = (r"\bclassif\w*|\bdiagnos\w*|\bgrad(?:e|ing)\b|\bstag(?:e|ing)\b|\btell apart\b"
             r"|\bdistinguish\w*|\blabels? (?:is|are|column)\b|\bclass(?:es)?\b")
+MASK_CONTEXT = re.compile(r"\bmasks?\b|\bsegment\w*|\boutlin\w*|\bcontour\w*|\bdelineat\w*|"
+                          r"\blabel ?maps?\b|\bROIs?\b|\bregions? of interest\b", re.I)
+NAME_AFFIX = re.compile(r"(?:(?<![\w])|(?<=[\w*>}\]]))([_\-][A-Za-z]{2,12})"
+                        r"(?:\.[A-Za-z]{2,4}(?:\.gz)?)?(?![\w-])")
 AFFIX = re.compile(r"(?<![\w])([_\-.][A-Za-z]{2,12})(?:\.[a-z]{2,4}(?:\.gz)?)?\b")
 QUOTED = re.compile(r"['\"`‘“]([^'\"`’”]{1,60})['\"`’”]")
 NEGATION = re.compile(r"\bnot (?:needed|used|required|relevant|part of)\b|\bignore\w*|\bunused\b"
@@ -55,6 +61,7 @@ class Hints:
     tasks: set[str] = field(default_factory=set)   # every task the text mentions
     quoted: list[str] = field(default_factory=list)
     affixes: list[str] = field(default_factory=list)
+    mask_affixes: list[str] = field(default_factory=list)  # endings a mask sentence names
     same_name: bool = False
     dismissed: list[str] = field(default_factory=list)  # named as not needed / to ignore
 
@@ -94,6 +101,10 @@ def read_hints(description: str) -> Hints:
     hints.affixes = sorted({a.lower() for a in AFFIX.findall(raw)
                             if re.search(r"mask|seg|label|gt|roi", a, re.I)})
     hints.same_name = "sidecar" in hints.formats
+    for sentence in re.split(r"(?<=[.;:])\s+|\n", raw):
+        if MASK_CONTEXT.search(sentence):   # "each outline is saved as <name>_les.png"
+            hints.mask_affixes += [a.lower() for a in NAME_AFFIX.findall(sentence)]
+    hints.mask_affixes = sorted(set(hints.mask_affixes))
     for sentence in re.split(r"(?<=[.;])\s+", raw):
         if NEGATION.search(sentence):
             hints.dismissed += [q.strip() for q in QUOTED.findall(sentence)] + \

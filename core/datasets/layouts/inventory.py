@@ -21,7 +21,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.datasets.layouts.types import MAX_FILES, ScanError, _WALKS, image_suffix, is_image
+from core.datasets.layouts.types import (MAX_FILES, ScanError, _WALKS, described_mask_affixes,
+                                         image_suffix, is_image)
 from core.imaging.refs import DICOM_SUFFIXES
 
 KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "image",
@@ -34,7 +35,8 @@ KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "i
                   ".yaml": "annotation", ".yml": "annotation", ".txt": "text", ".md": "text"}
 for _suffix in DICOM_SUFFIXES:
     KIND_OF_SUFFIX[_suffix] = "dicom"
-MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|annotation)"
+MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|annotation|roi|"
+                       r"contours?|outlines?)"
                        r"(?:[_\-.][a-z0-9]+)?$|^segmentation$|^mask$|^label$)", re.I)
 MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|ground_?truth|"
                          r"segmentation_masks|annotations?_masks?)$", re.I)
@@ -48,11 +50,18 @@ def stem_of_name(name: str) -> str:
     return os.path.splitext(name)[0]
 
 
+def is_mask_stem(stem: str) -> bool:
+    """A file stem named like a mask: a mask word at its end (``_mask``, ``_seg``, ``_roi``) or
+    an ending the datacard description gives the masks (types.described_mask_affixes)."""
+    return bool(MASK_NAME.search(stem)) or \
+        stem.lower().endswith(described_mask_affixes() or ("\0",))
+
+
 def kind_of(name: str, folder_parts: tuple[str, ...] = ()) -> str:
     suffix = image_suffix(name)
     kind = KIND_OF_SUFFIX.get(suffix, "other")
     if kind in ("image", "tiff", "volume") and (
-            MASK_NAME.search(stem_of_name(name)) or
+            is_mask_stem(stem_of_name(name)) or
             any(MASK_FOLDER.match(p) for p in folder_parts[-2:])):
         return "segmentation"
     return kind

@@ -133,8 +133,9 @@ def _binary_names(values: list[int], description: str, root: Path) -> list[str] 
     named = labels_from_description(description)
     if named and len(named) == 1:
         return named
-    match = re.search(r"\b%d\s*(?:=|:|->|→|means|is)\s*(?:the\s+)?([A-Za-z][\w\- ]{0,40}?)"
-                      r"(?=[,.;)]|\band\b|$)" % values[0], description or "", re.I)
+    match = re.search(r"\b(?:%d|white|foreground)\s*(?:=|:|->|→|means|is)\s*(?:the\s+)?"
+                      r"([A-Za-z][\w\- ]{0,40}?)(?=[,.;)]|\band\b|$)" % values[0],
+                      description or "", re.I)
     if match:
         return [match[1].strip()]
     found = labels_from_files(root)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.datasets.layouts.common import SPLITS, split_of_path
+from core.datasets.layouts.types import described_mask_affixes
 
 IMAGE_DIRS = ("images", "imagestr", "img", "image", "imgs", "volumes")
 MASK_DIRS = ("masks", "labelstr", "label", "labels", "mask", "segmentation_masks",
@@ -20,7 +21,22 @@ CHANNEL_SUFFIX = re.compile(r"[_-](?P<ch>\d{4}|t1c?e?|t1gd|t1n|t2w?|t2f|flair|ad
                             r"ch\d+)$", re.I)
 IMAGE_WORD = re.compile(r"[_-](?:img|image)$", re.I)
 MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|"
-                         r"annotation)$", re.I)
+                         r"annotation|roi|contours?|outlines?)$", re.I)
+
+
+def mask_base(stem: str) -> str | None:
+    """The image stem a mask's stem names (``case7_seg`` -> ``case7``), or None: a mask word at
+    the end, or an ending the datacard description gives the masks (``_les``)."""
+    match = MASK_SUFFIX.match(stem)
+    if match:
+        return match.group("base")
+    low = stem.lower()
+    for affix in described_mask_affixes():
+        if low.endswith(affix) and len(low) > len(affix):
+            return stem[: -len(affix)]
+    return None
+
+
 # a mask named only for what it is (3D Slicer's Segmentation.seg.nrrd, mask.nii.gz, label.png):
 # the mask of the case folder it sits in
 LONE_MASK = re.compile(r"^(?:segmentation(?:\.seg)?|seg|mask|label|labels|gt|"
@@ -106,9 +122,9 @@ def pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path],
     for mask in masks:
         rel, stem = _rel_parent(mask, mask_dir), stem_of(mask).lower()
         by_key.setdefault((rel, stem), mask)
-        base = MASK_SUFFIX.match(stem)
+        base = mask_base(stem)
         if base:
-            by_key.setdefault((rel, base.group("base")), mask)
+            by_key.setdefault((rel, base), mask)
         ids[(rel, _norm_id(stem))].append(mask)
     unique_ids = {k: v[0] for k, v in ids.items() if len(v) == 1 and k[1]}
     bids: dict[tuple[str, str], list[Path]] = defaultdict(list)
@@ -155,8 +171,8 @@ def _lone_mask_case(folder: Path, files: list[Path], root: Path) -> Case | None:
     others = [p for p in files if p not in lone]
     if len(lone) != 1 or not 1 <= len(others) <= MAX_CASE_CHANNELS or folder == root:
         return None
-    base = MASK_SUFFIX.match(stem_of(lone[0]))
-    if base and any(stem_of(p).lower().startswith(base["base"].lower()) for p in others):
+    base = mask_base(stem_of(lone[0]))
+    if base and any(stem_of(p).lower().startswith(base.lower()) for p in others):
         return None  # <case>.nii.gz + <case>.seg.nrrd: the stem pairing below reads it
     case = Case(folder.name, lone[0], split_of_path(lone[0], root))
     for path in sorted(others):
@@ -174,9 +190,9 @@ def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]
     for folder, files in sorted(by_folder.items()):
         masks: dict[str, Path] = {}
         for path in files:
-            match = MASK_SUFFIX.match(stem_of(path))
-            if match:
-                masks.setdefault(match.group("base").lower(), path)
+            base = mask_base(stem_of(path))
+            if base:
+                masks.setdefault(base.lower(), path)
         lone = _lone_mask_case(folder, files, root)
         if lone is not None:
             cases.append(lone)

@@ -162,15 +162,29 @@ def all_images(root: Path, limit: int = MAX_FILES) -> list[Path]:
     return found
 
 
+def described_mask_affixes() -> tuple[str, ...]:
+    """File-name endings the datacard description gives the masks (``_les``, ``-outline``),
+    confirmed on the folder, for the scan running in this thread (see ``shared_walks``)."""
+    return getattr(_WALKS, "mask_affixes", ())
+
+
 @contextmanager
 def shared_walks():
     """Within it, all_images walks each folder once in this thread (one scan's recognisers)."""
     outer = getattr(_WALKS, "cache", None)
+    outer_affixes = described_mask_affixes()
     _WALKS.cache = {} if outer is None else outer
     try:
         yield
     finally:
         _WALKS.cache = outer
+        _WALKS.mask_affixes = outer_affixes
+
+
+def use_mask_affixes(affixes: tuple[str, ...]) -> None:
+    """Within ``shared_walks``: file stems ending in one of ``affixes`` are masks for this
+    scan. Set before the scan's first walk (the walks are cached)."""
+    _WALKS.mask_affixes = tuple(a.lower() for a in affixes)
 
 
 SPLIT_VALUES = {"train": "train", "training": "train", "val": "val", "valid": "val",
