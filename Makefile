@@ -28,9 +28,10 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
-# M3Bench-lite through the crew (autopilot; RUNS=5 for the paper's protocol, ONLY=ADNI,BTCV)
+# M3Bench-lite through the crew (autopilot; RUNS=5 for the paper's protocol, ONLY=ADNI,BTCV,
+# SUITE=paper or layout-families for either part)
 m3bench: setup
-	$(PY) -m crew bench --suite m3bench-lite --runs $(or $(RUNS),1) $(if $(ONLY),--only $(ONLY))
+	$(PY) -m crew bench --suite $(or $(SUITE),m3bench-lite) --runs $(or $(RUNS),1) $(if $(ONLY),--only $(ONLY))
 
 # scale bench: scan + index 100,000 synthetic images per layout (FILES=... to change)
 bench: setup

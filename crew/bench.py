@@ -140,14 +140,15 @@ def format_table(results: dict) -> str:
     """The paper-style table: success over runs, the metric against its floor, and per role
     actions (a), seconds (s), tokens (t), cost ($) and the share of runs that fell back to
     autopilot (fb), averaged over the runs."""
-    head = (f"{'dataset':<22}{'task':<18}{'success':>8}  {'metric (floor)':<46}"
+    width = max([22] + [len(e["name"]) + 2 for e in results["datasets"]])
+    head = (f"{'dataset':<{width}}{'task':<18}{'success':>8}  {'metric (floor)':<46}"
             + "".join(f"{ROLE_SHORT[r]:<17}" for r in ROLES) + f"{'wall':>7}")
     lines = [head, "-" * len(head)]
     for e in results["datasets"]:
         value = e.get("metric_mean")
         metric = (f"{e['metric']} {value:.3f}" if value is not None else f"{e['metric']} -") + \
             f" ({e['floor']})"
-        lines.append(f"{e['name']:<22}{e['task']:<18}{e['successes']:>4}/{e['runs_planned']:<3}  "
+        lines.append(f"{e['name']:<{width}}{e['task']:<18}{e['successes']:>4}/{e['runs_planned']:<3}  "
                      f"{metric:<46}" + "".join(f"{_cost(e['roles'].get(r)):<17}" for r in ROLES)
                      + f"{(e.get('seconds_mean') or 0):>6.0f}s")
         for r in e["runs"]:
