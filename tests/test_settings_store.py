@@ -66,6 +66,24 @@ def test_torchvision_guard_keeps_trainer_importable():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_monai_loads_without_transformers_which_stays_importable():
+    """The process set-up keeps MONAI's package import from loading Transformers (its Transchex
+    network pulls BERT in, seconds per child); Transformers still imports afterwards, and the
+    networks the templates use load. Without the set-up MONAI does load it (the control)."""
+    code = ("import sys; {setup}import monai.transforms, monai.data; "
+            "from monai.networks.nets import UNet, DenseNet121; "
+            "print(int('transformers' in sys.modules)); "
+            "from transformers import GPT2Config; {trainer}print('ok')")
+    setup = "from core.config import bootstrap; bootstrap.apply(); "
+    trainer = "from transformers import Trainer; "   # needs the torchvision guard too
+    with_setup, without = (
+        subprocess.run([sys.executable, "-c", code.format(setup=s, trainer=t)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+        for s, t in ((setup, trainer), ("", "")))
+    assert with_setup.stdout.split() == ["0", "ok"], with_setup.stderr[-2000:]
+    assert without.stdout.split() == ["1", "ok"], without.stderr[-2000:]
+
+
 def test_telemetry_is_off_after_import():
     import os
     assert os.environ["CREWAI_DISABLE_TELEMETRY"] == "true"

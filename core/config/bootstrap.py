@@ -8,6 +8,11 @@ MODULE``). It runs once per process. It:
 * turns off the stack's hidden network calls (CrewAI telemetry, OpenTelemetry, litellm's price
   map download), unless the user set those variables themselves;
 * quiets MONAI's probe for an optional GPU DICOM decoder (a warning per image otherwise);
+* keeps ``import monai`` from loading Transformers: MONAI imports every network at package
+  import, and its Transchex network pulls BERT out of Transformers (1.8 s of a 4 s import, in
+  every child that reads an image). While that one module loads, Transformers is reported
+  absent, so Transchex alone is unavailable; a process that imported Transformers before
+  MONAI, and any import of Transformers afterwards, is unaffected;
 * neutralises a broken ``torchvision``. On CPU machines pip pulls a CUDA torchvision (through
   nnunetv2 -> timm) that cannot load next to the CPU torch; importing it raises, which breaks
   ``from transformers import Trainer``. When, and only when, the real import fails we register
@@ -16,6 +21,7 @@ MODULE``). It runs once per process. It:
 """
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import logging
 import os
@@ -37,6 +43,56 @@ QUIET_ENV = {
 
 _applied = False
 torchvision_status = "not checked"
+DEFERRED_BY = "monai.networks.nets.transchex"   # the one MONAI module that imports Transformers
+
+
+class _TransformersDeferredForMonai(importlib.abc.MetaPathFinder):
+    """While MONAI's Transchex module loads, Transformers cannot be imported (see above)."""
+
+    def __init__(self) -> None:
+        self.loading = 0
+
+    def find_spec(self, name, path=None, target=None):
+        if name == DEFERRED_BY and not self.loading:
+            spec = self._real_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _DeferringLoader(spec.loader, self)
+            return spec
+        if self.loading and (name == "transformers" or name.startswith("transformers.")):
+            raise ImportError(f"{name} is not loaded while MONAI imports its Transchex network")
+        return None
+
+    def _real_spec(self, name, path, target):
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+class _DeferringLoader(importlib.abc.Loader):
+    def __init__(self, loader, finder: _TransformersDeferredForMonai) -> None:
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        if "transformers" in sys.modules:          # already loaded: nothing to save
+            return self.loader.exec_module(module)
+        self.finder.loading += 1
+        try:
+            self.loader.exec_module(module)
+        finally:
+            self.finder.loading -= 1
+
+
+def _defer_transformers_for_monai() -> None:
+    if "monai" not in sys.modules and \
+            not any(isinstance(f, _TransformersDeferredForMonai) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TransformersDeferredForMonai())
 
 
 def _neutralise_broken_torchvision() -> str:
@@ -62,6 +118,7 @@ def apply() -> None:
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
     torchvision_status = _neutralise_broken_torchvision()
+    _defer_transformers_for_monai()
     # MONAI probes an optional GPU DICOM decoder on every LoadImage; without it, say it once.
     logging.getLogger("monai.data.nvimgcodec_pydicom_plugin").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message="NvImgCodecPydicomReader")
