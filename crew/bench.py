@@ -18,13 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+from bench.m3bench_lite.suite import SUITES
 from core.config.settings import Settings, get_settings
 from core.datasets.datacards import write_json_atomic
 from core.jobs.launcher import run_to_end
 from core.jobs.lifecycle import create_job
 from core.jobs.workspace import JobWorkspace
 from core.store.db import Store, open_store
-from bench.m3bench_lite.suite import SUITES
 from crew.stages import STAGES
 
 ROLES = [s.role for s in STAGES]
@@ -148,8 +148,9 @@ def format_table(results: dict) -> str:
         value = e.get("metric_mean")
         metric = (f"{e['metric']} {value:.3f}" if value is not None else f"{e['metric']} -") + \
             f" ({e['floor']})"
-        lines.append(f"{e['name']:<{width}}{e['task']:<18}{e['successes']:>4}/{e['runs_planned']:<3}  "
-                     f"{metric:<46}" + "".join(f"{_cost(e['roles'].get(r)):<17}" for r in ROLES)
+        lines.append(f"{e['name']:<{width}}{e['task']:<18}"
+                     f"{e['successes']:>4}/{e['runs_planned']:<3}  {metric:<46}"
+                     + "".join(f"{_cost(e['roles'].get(r)):<17}" for r in ROLES)
                      + f"{(e.get('seconds_mean') or 0):>6.0f}s")
         for r in e["runs"]:
             if not r["success"] and r.get("error"):

@@ -27,11 +27,14 @@ MAX_AFFIX_FILES = 200_000
 def confirmed_mask_affixes(root: Path, candidates: list[str]) -> tuple[str, ...]:
     """The endings a description gives the masks that the folder bears out: some image file's
     stem ends with one and, without it, is the stem of another image file (``X_les.png`` beside
-    ``X.png``). An ending only image names have (``_T1``) is never confirmed."""
+    ``X.png``). An ending no such pair bears out (``_T1`` on every scan) is dropped: ``_roi``
+    or ``_outline`` files are masks only where the description says so and pairs confirm it
+    (elsewhere they may be cropped images)."""
     if not candidates:
         return ()
     stems: set[str] = set()
-    for count, (_folder, _dirs, files) in enumerate(os.walk(root)):
+    for count, (_folder, dirs, files) in enumerate(os.walk(root)):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
         stems.update(os.path.splitext(f.removesuffix(".gz"))[0].lower() for f in files
                      if is_image(f) and not f.startswith("."))
         if len(stems) > MAX_AFFIX_FILES or count > MAX_AFFIX_FILES:

@@ -35,8 +35,7 @@ KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "i
                   ".yaml": "annotation", ".yml": "annotation", ".txt": "text", ".md": "text"}
 for _suffix in DICOM_SUFFIXES:
     KIND_OF_SUFFIX[_suffix] = "dicom"
-MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|annotation|roi|"
-                       r"contours?|outlines?)"
+MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|annotation)"
                        r"(?:[_\-.][a-z0-9]+)?$|^segmentation$|^mask$|^label$)", re.I)
 MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|ground_?truth|"
                          r"segmentation_masks|annotations?_masks?)$", re.I)
@@ -51,7 +50,7 @@ def stem_of_name(name: str) -> str:
 
 
 def is_mask_stem(stem: str) -> bool:
-    """A file stem named like a mask: a mask word at its end (``_mask``, ``_seg``, ``_roi``) or
+    """A file stem named like a mask: a mask word at its end (``_mask``, ``_seg``) or
     an ending the datacard description gives the masks (types.described_mask_affixes)."""
     return bool(MASK_NAME.search(stem)) or \
         stem.lower().endswith(described_mask_affixes() or ("\0",))

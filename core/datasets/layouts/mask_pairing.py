@@ -21,7 +21,7 @@ CHANNEL_SUFFIX = re.compile(r"[_-](?P<ch>\d{4}|t1c?e?|t1gd|t1n|t2w?|t2f|flair|ad
                             r"ch\d+)$", re.I)
 IMAGE_WORD = re.compile(r"[_-](?:img|image)$", re.I)
 MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|"
-                         r"annotation|roi|contours?|outlines?)$", re.I)
+                         r"annotation)$", re.I)
 
 
 def mask_base(stem: str) -> str | None:
