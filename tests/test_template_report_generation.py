@@ -234,9 +234,9 @@ def test_evaluator_perfect_baseline_and_missing(tmp_path):
 # ---------------------------------------------------------------- training, end to end
 @pytest.mark.slow
 def test_train_2d_report_generator_beats_baseline(tmp_path):
-    data = make_report_demo_2d(tmp_path / "iu_xray_demo", n=300)
+    data = make_report_demo_2d(tmp_path / "iu_xray_demo", n=200)
     datapath = tmp_path / "Datapath"
-    index_2d(data, datapath, n_test=60)
+    index_2d(data, datapath, n_test=50)
     write_dataloader(datapath, SPATIAL_DIMS=2, IMAGE_SIZE=[64, 64], MAX_TOKENS=64)
     report, summary, cfg = train_and_evaluate(tmp_path, datapath, epochs=20)
     m = report["metrics"]
