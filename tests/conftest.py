@@ -171,6 +171,30 @@ def registered_demo_dataset(settings, name: str) -> tuple[Path, str]:
     return folder, tree_digest(folder)
 
 
+def crew_home(tmp_path_factory, mp: pytest.MonkeyPatch, name: str):
+    """A fresh M3Builder home for a module- or session-scoped fixture (autopilot, CrewAI's
+    storage inside it): (home, settings, store). ``mp`` keeps the environment until it ends."""
+    from core.config.settings import get_settings
+    from core.store.db import open_store
+
+    home = tmp_path_factory.mktemp(name)
+    mp.setenv("M3B_HOME", str(home))
+    mp.setenv("CREWAI_STORAGE_DIR", str(tmp_path_factory.mktemp("crewai")))
+    mp.delenv("M3B_LLM", raising=False)
+    settings = get_settings()
+    return home, settings, open_store(settings.store_path)
+
+
+def approve_with_epochs(settings, store, job_id: str, worker, epochs: int,
+                        timeout: float = 900) -> None:
+    """Approve a plan waiting for approval with its epochs edited (a binding user edit) and
+    wait for the job to end."""
+    from core.planning.plan_edits import edit_plan
+    edit_plan(settings, store, job_id, {"epochs": epochs})  # and approve
+    worker.join(timeout=timeout)
+    assert not worker.is_alive(), f"job {job_id} did not end in {timeout:.0f} s"
+
+
 NNUNET_DEMO = "Demo abdominal CT organs (synthetic)"
 NNUNET_REQUEST = "segment the liver and spleen on abdominal CT with nnU-Net"
 NNUNET_EPOCHS = 5
@@ -181,24 +205,14 @@ def nnunet_crew_job(tmp_path_factory) -> dict:
     """The one nnU-Net model of the suite, built the way a user gets one: the request through
     the crew in autopilot, the plan approved with the epochs edited down to NNUNET_EPOCHS (a
     binding user edit). The crew test, the engine test and the Models page test read it."""
-    from core.config.settings import get_settings
     from core.jobs.lifecycle import create_job
-    from core.planning.plan_edits import edit_plan
-    from core.store.db import open_store
 
-    home = tmp_path_factory.mktemp("nnunet-home")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("M3B_HOME", str(home))
-        mp.setenv("CREWAI_STORAGE_DIR", str(tmp_path_factory.mktemp("crewai")))
-        mp.delenv("M3B_LLM", raising=False)
-        settings = get_settings()
-        store = open_store(settings.store_path)
+        home, settings, store = crew_home(tmp_path_factory, mp, "nnunet-home")
         folder, before = registered_demo_dataset(settings, NNUNET_DEMO)
         job_id = create_job(settings, store, NNUNET_REQUEST, "autopilot", auto_approve=False)
         worker, outcome = run_until_approval(settings, store, job_id)
-        edit_plan(settings, store, job_id, {"epochs": NNUNET_EPOCHS})  # and approve
-        worker.join(timeout=900)
-        assert not worker.is_alive(), "the nnU-Net job did not end in 15 minutes"
+        approve_with_epochs(settings, store, job_id, worker, NNUNET_EPOCHS)
     return {"settings": settings, "store": store, "job_id": job_id, "result": outcome,
             "folder": folder, "before": before, "home": home,
             "workspace": settings.jobs_dir / job_id}

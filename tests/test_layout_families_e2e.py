@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_until_approval, tree_digest
+from conftest import approve_with_epochs, crew_home, run_until_approval, tree_digest
 from core.demo.layout_families import FAMILIES
 
 pytestmark = [pytest.mark.slow,
@@ -30,18 +30,11 @@ METRIC = {"diagnosis": "auc", "segmentation": "dice", "detection": "map50",
 def registered(tmp_path_factory):
     """All twelve families generated small and registered in one home (what the user's
     catalogue holds); the settings, store and each family's folder and digest."""
-    from core.config.settings import get_settings
     from core.datasets.registration import register_dataset
-    from core.store.db import open_store
 
-    home = tmp_path_factory.mktemp("families-home")
     data = tmp_path_factory.mktemp("families-data")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("M3B_HOME", str(home))
-        mp.setenv("CREWAI_STORAGE_DIR", str(tmp_path_factory.mktemp("crewai")))
-        mp.delenv("M3B_LLM", raising=False)
-        settings = get_settings()
-        store = open_store(settings.store_path)
+        _home, settings, store = crew_home(tmp_path_factory, mp, "families-home")
         folders = {}
         for family in FAMILIES:
             root = family.generate(data / family.folder, scale=SCALE)
@@ -76,7 +69,6 @@ def _patients(family, root: Path, refs: list[str]) -> set:
 def test_family_builds_a_model_end_to_end(registered, family):
     from core.jobs.lifecycle import create_job
     from core.jobs.workspace import JobWorkspace
-    from core.planning.plan_edits import edit_plan
 
     settings, store, folders, _ = registered
     root, before = folders[family.key]
@@ -85,9 +77,7 @@ def test_family_builds_a_model_end_to_end(registered, family):
     plan = json.loads(JobWorkspace(settings.jobs_dir / job_id).plan.read_text())
     assert plan["dataset"] == family.name, plan.get("reasons")
     assert plan["template"] == family.reading.template
-    edit_plan(settings, store, job_id, {"epochs": EPOCHS})           # and approve
-    worker.join(timeout=600)
-    assert not worker.is_alive(), f"{family.key}: the job did not end in 10 minutes"
+    approve_with_epochs(settings, store, job_id, worker, EPOCHS, timeout=600)
     assert outcome["status"] == "succeeded", (outcome.get("error"), outcome.get("reasons"))
     assert outcome["dataset"] == family.name
     metric = outcome["metrics"].get(METRIC[family.reading.template])

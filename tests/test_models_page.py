@@ -23,6 +23,7 @@ from core.viewing.model_loading import InferenceError, load_model, model_templat
 from core.viewing.model_views import (detection_curves, diagnosis_roc, downloads, headline,
                                       metric_table, report_comparison, segmentation_rows)
 from core.imaging.image_io import read_image
+from conftest import crew_home
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 CR_FILE = sorted((Path(get_testdata_file("CT_small.dcm")).parent / "dicomdirtests" /

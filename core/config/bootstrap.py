@@ -22,6 +22,7 @@ MODULE``). It runs once per process. It:
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import logging
 import os
@@ -54,21 +55,12 @@ class _TransformersDeferredForMonai(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path=None, target=None):
         if name == DEFERRED_BY and not self.loading:
-            spec = self._real_spec(name, path, target)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and spec.loader is not None:
                 spec.loader = _DeferringLoader(spec.loader, self)
             return spec
         if self.loading and (name == "transformers" or name.startswith("transformers.")):
             raise ImportError(f"{name} is not loaded while MONAI imports its Transchex network")
-        return None
-
-    def _real_spec(self, name, path, target):
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                return spec
         return None
 
 

@@ -141,17 +141,23 @@ def _check_modality(intent: Intent, card: Datacard, j: _Judgement) -> None:
             j.rule_out(f"modality mismatch: request {wanted}, card {card.modality}",
                        f"modality differs (request {wanted}, card {card.modality})")
         return
-    text = _card_text(card)
-    if mentions_modality(text, wanted):
-        j.add(1.5, f"states no modality, but its name or description names {wanted}",
-              specific=True)
-    elif described := modality_of(text):
-        j.rule_out(f"modality mismatch: request {wanted}, the card's description names "
-                   f"{described}", f"modality differs (request {wanted}, card's description "
-                   f"names {described})")
+    _judge_unstated(j, "modality", wanted, _card_text(card), mentions_modality, modality_of,
+                    "its name or description names", "")
+
+
+def _judge_unstated(j: _Judgement, field_name: str, wanted: str, text: str, mentions, named_in,
+                    named_by: str, the: str) -> None:
+    """A card that states no ``field_name`` (modality or anatomy): tied by its text naming the
+    wanted one, ruled out when its text names another, left untied otherwise."""
+    if mentions(text, wanted):
+        j.add(1.5, f"states no {field_name}, but {named_by} {wanted}", specific=True)
+    elif described := named_in(text):
+        j.rule_out(f"{field_name} mismatch: request {wanted}, the card's description names "
+                   f"{described}", f"{field_name} differs (request {wanted}, card's "
+                   f"description names {described})")
     else:
-        j.untied.append(f"the card states no modality and its description does not name "
-                        f"{wanted}")
+        j.untied.append(f"the card states no {field_name} and its description does not name "
+                        f"{the}{wanted}")
 
 
 def _check_anatomy(intent: Intent, card: Datacard, j: _Judgement) -> None:
@@ -178,16 +184,8 @@ def _check_anatomy(intent: Intent, card: Datacard, j: _Judgement) -> None:
             j.rule_out(f"anatomy mismatch: request {wanted}, card {card.anatomy}",
                        f"anatomy differs (request {wanted}, card {card.anatomy})")
         return
-    if mentions_anatomy(text, wanted):
-        j.add(1.5, f"states no anatomy, but its name, classes or description name the {wanted}",
-              specific=True)
-    elif described := anatomy_of(text):
-        j.rule_out(f"anatomy mismatch: request {wanted}, the card's description names "
-                   f"{described}", f"anatomy differs (request {wanted}, card's description "
-                   f"names {described})")
-    else:
-        j.untied.append(f"the card states no anatomy and its description does not name the "
-                        f"{wanted}")
+    _judge_unstated(j, "anatomy", wanted, text, mentions_anatomy, anatomy_of,
+                    "its name, classes or description name the", "the ")
 
 
 def _check_dimension(intent: Intent, card: Datacard, j: _Judgement) -> None:

@@ -89,27 +89,25 @@ class MapStoredLabels(MapTransform):
     ``label_values`` (a binary mask stored as 0/255 gives [255]; a 3D Slicer segmentation whose
     segments carry different values in each file gives that file's values in label order)."""
 
-    def __init__(self, label_values: list | None = None):
+    def __init__(self):
         super().__init__(["label"], allow_missing_keys=True)
-        self.label_values = list(label_values or [])
 
     def __call__(self, data):
         d = dict(data)
-        values = d.pop("label_values", None) or self.label_values
+        values = d.pop("label_values", None)
         if values and "label" in d:
             d["label"] = map_label_values(d["label"], values)
         return d
 
 
-def preprocessing(keys: list[str], label_values: list | None = None) -> list:
+def preprocessing(keys: list[str]) -> list:
     """The deterministic, invertible steps shared by training and evaluation. Mask values are
-    mapped to labels 1..N from each record's ``label_values`` (or, for every record, from
-    ``label_values`` here)."""
+    mapped to labels 1..N from each record's ``label_values``."""
     modes = ["bilinear", "nearest"][:len(keys)]
     steps = [LoadImaged(keys, reader=ImageRefReader(allow_pickle=ALLOW_PICKLE), image_only=True),
              EnsureChannelFirstd(keys), FitImage(keys)]
     if "label" in keys:
-        steps.append(MapStoredLabels(label_values))
+        steps.append(MapStoredLabels())
     if SPATIAL_DIMS == 3:
         steps.append(Orientationd(keys, axcodes="RAS", labels=(("L", "R"), ("P", "A"), ("I", "S"))))
     if PIXDIM:

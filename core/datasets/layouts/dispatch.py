@@ -17,28 +17,20 @@ from pathlib import Path
 
 from core.datasets.layouts.hints import read_hints
 from core.datasets.layouts.interpret import choose, read_all
-from core.datasets.layouts.types import (ScanError, ScanResult, is_image, shared_walks,
+from core.datasets.layouts.inventory import stem_of_name
+from core.datasets.layouts.types import (ScanError, ScanResult, all_images, shared_walks,
                                          use_mask_affixes)
 from core.datasets.patient_keys import infer_patient_keys
-
-MAX_AFFIX_FILES = 200_000
-
 
 def confirmed_mask_affixes(root: Path, candidates: list[str]) -> tuple[str, ...]:
     """The endings a description gives the masks that the folder bears out: some image file's
     stem ends with one and, without it, is the stem of another image file (``X_les.png`` beside
     ``X.png``). An ending no such pair bears out (``_T1`` on every scan) is dropped: ``_roi``
     or ``_outline`` files are masks only where the description says so and pairs confirm it
-    (elsewhere they may be cropped images)."""
+    (elsewhere they may be cropped images). Uses the scan's shared image walk."""
     if not candidates:
         return ()
-    stems: set[str] = set()
-    for count, (_folder, dirs, files) in enumerate(os.walk(root)):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        stems.update(os.path.splitext(f.removesuffix(".gz"))[0].lower() for f in files
-                     if is_image(f) and not f.startswith("."))
-        if len(stems) > MAX_AFFIX_FILES or count > MAX_AFFIX_FILES:
-            break
+    stems = {stem_of_name(p.name).lower() for p in all_images(root)}
     return tuple(a for a in candidates
                  if any(s.endswith(a) and s[: -len(a)] in stems for s in stems))
 
