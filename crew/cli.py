@@ -4,6 +4,7 @@
                                  [--interpretation N]
                             [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
+                         [--epochs N] [--time-budget MIN]
     python -m crew jobs [--home DIR]
     python -m crew show JOB [--home DIR]
     python -m crew demo [--basic] [--home DIR] build and register the demo datasets
@@ -75,14 +76,36 @@ def _progress(store, job_id: str, last_id: int) -> int:
     return last_id
 
 
-def _ask_approval(store, job_id: str) -> None:
+def _approve(settings, store, job_id: str, edits: dict, actor: str) -> None:
+    """Approve the plan; with edits (--epochs, --time-budget) through the plan-edit machinery,
+    as the Chat page's edit form does: checked, written, re-gated, recorded, then approved. An
+    edit the plan refuses cancels the job with the reasons."""
+    if not edits:
+        set_approval(store, job_id, "approved", actor=actor)
+        return
+    from core.planning.plan_edits import PlanEditError, edit_plan
+    try:
+        result = edit_plan(settings, store, job_id, edits, actor=actor)
+    except PlanEditError as exc:
+        print("error: the plan edit was refused: " + "; ".join(exc.errors), file=sys.stderr)
+        set_approval(store, job_id, "cancelled", actor=actor)
+        return
+    print(f"plan edited and approved: {result.summary()}", file=sys.stderr)
+
+
+def _ask_approval(settings, store, job_id: str, edits: dict) -> None:
     job = store.job(job_id)
     plan = JobWorkspace(Path(job["workspace"])).read_plan()
     print("\nPlan:\n" + json.dumps({k: plan.get(k) for k in ("dataset", "task", "model", "metric",
                                                              "split", "time_budget_s", "reasons")},
                                    indent=2), file=sys.stderr)
+    if edits:
+        print(f"with your edits: {json.dumps(edits)}", file=sys.stderr)
     answer = input("Approve this plan and start training? [y/N] ").strip().lower()
-    set_approval(store, job_id, "approved" if answer in ("y", "yes") else "cancelled")
+    if answer in ("y", "yes"):
+        _approve(settings, store, job_id, edits, actor="user")
+    else:
+        set_approval(store, job_id, "cancelled")
 
 
 def cmd_build(args) -> int:
@@ -92,8 +115,13 @@ def cmd_build(args) -> int:
         return 2
     settings = get_settings(args.home, args.llm)
     store = open_store(settings.store_path)
-    try:
-        job_id = create_job(settings, store, args.request, settings.llm, auto_approve=args.yes)
+    # plan edits given on the command line are applied at approval, as the user's own edits
+    edits = {key: value for key, value in (("epochs", args.epochs),
+                                           ("time_budget_min", args.time_budget))
+             if value is not None}
+    try:  # with edits the plan waits for approval, so they can be applied to it
+        job_id = create_job(settings, store, args.request, settings.llm,
+                            auto_approve=args.yes and not edits)
     except JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -103,7 +131,10 @@ def cmd_build(args) -> int:
         state["last"] = _progress(store, job_id, state["last"])
         if not state["asked"] and job.get("status") == "awaiting_approval":
             state["asked"] = True
-            _ask_approval(store, job_id)
+            if args.yes:
+                _approve(settings, store, job_id, edits, actor="user (--yes)")
+            else:
+                _ask_approval(settings, store, job_id, edits)
 
     print("(Ctrl-C stops the job; training keeps its best model so far)", file=sys.stderr)
     result, _ = run_to_end(settings, store, job_id, on_tick=tick)  # the app's worker process
@@ -161,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("request")
     p.add_argument("--llm", help="'autopilot' (default) or a model string, e.g. openai/gpt-4o")
     p.add_argument("--yes", action="store_true", help="approve the plan without asking")
+    p.add_argument("--epochs", type=int, default=None, metavar="N",
+                   help="edit the plan's epochs to N when approving it (a binding user edit)")
+    p.add_argument("--time-budget", type=float, default=None, metavar="MIN",
+                   help="edit the plan's time budget to MIN minutes when approving it")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("jobs", parents=[common], help="list jobs")
     p.add_argument("--limit", type=int, default=30)
