@@ -1,6 +1,7 @@
 """Module Architect tools: write the job's dataloader from its template (core.training.dataloader),
-then validate it by loading every sample in the template's checker, a separate (in LLM mode,
-confined) process."""
+then validate it by loading samples in the template's checker, a separate (in LLM mode,
+confined) process: every image of a small split, a stratified sample (every class) of a large
+one; what it decodes is cached for training."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
@@ -42,9 +43,10 @@ class WriteDataloader(M3Tool):
 
 class ValidateDataloader(M3Tool):
     name: str = "validate_dataloader"
-    description: str = ("Load every train and test sample through Datapath/dataloader.py in a "
-                        "separate process; report failures (with errors), shapes and label counts, "
-                        "and the dataloader gate's verdict.")
+    description: str = ("Load train and test samples through Datapath/dataloader.py in a "
+                        "separate process (every image of a small split, a stratified sample "
+                        "with every class of a large one); report failures (with errors), shapes "
+                        "and label counts, and the dataloader gate's verdict.")
     args_schema: type[BaseModel] = NoArgs
 
     def execute(self) -> dict:
@@ -61,11 +63,16 @@ class ValidateDataloader(M3Tool):
         if not gate.ok:
             raise ToolError(gate.message() + ("\n" + run["log_tail"] if run["returncode"] else ""))
         facts = gate.facts
-        return {"loaded": facts.get("loaded"), "shapes": facts.get("shapes", [])[:5],
-                "seconds": run["seconds"], "gate": gate.message()}
+        return {"loaded": facts.get("loaded"), "checked": facts.get("checked"),
+                "expected": facts.get("expected"), "sampled": bool(facts.get("sampled")),
+                "shapes": facts.get("shapes", [])[:5], "seconds": run["seconds"],
+                "gate": gate.message()}
 
     def summarise(self, result: dict) -> str:
-        return f"loaded {result['loaded']}, shapes {result['shapes'][:2]}; {result['gate']}"
+        sample = f" (a stratified sample of {result['expected']})" if result.get("sampled") \
+            else ""
+        return (f"loaded {result['loaded']}{sample}, shapes {result['shapes'][:2]}; "
+                f"{result['gate']}")
 
 
 def module_architect_tools(ctx) -> list[M3Tool]:

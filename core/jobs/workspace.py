@@ -5,6 +5,8 @@
                         dataloader.py and its validation report
     train_config.json   the Model Trainer's configuration
     Logout/             training log, checkpoints, predictions, final model
+    cache/              decoded images the dataloader keeps between runs (derived data: never
+                        digested or exported; safe to delete)
     report.json         the system evaluator's metrics on the test set
     model_card.md       what the model is, how it was made, how well it does, what it is not for
     worker.log          the job worker's own output
@@ -56,6 +58,10 @@ class JobWorkspace:
     @property
     def scratch(self) -> Path:
         return self.root / ".tmp"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
 
     @property
     def dataloader(self) -> Path:

@@ -8,6 +8,8 @@ May import: core.config, core.datasets, core.evaluation (multi-label test), core
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from core.config.settings import TEMPLATES_DIR, Settings
 from core.datasets.catalog import find_entry
@@ -66,6 +68,17 @@ def dataloader_config(template: str, plan: dict, fp: dict, train: list | dict, t
             "MAX_TOKENS": max_tokens, "TOKENIZER_PATH": "", "INTENSITY": intensity}
 
 
+def _cache_dir(ws: JobWorkspace, plan: dict) -> str | None:
+    """Where the dataloader keeps decoded images: the job's cache/ folder, relative to the
+    Datapath (it moves with the workspace); None when that would lie inside the dataset folder
+    (nothing is written there)."""
+    cache = ws.cache.resolve()
+    dataset = plan.get("dataset_path")
+    if dataset and cache.is_relative_to(Path(dataset).expanduser().resolve()):
+        return None
+    return os.path.relpath(cache, ws.datapath.resolve())
+
+
 def write_dataloader(settings: Settings, ws: JobWorkspace, image_size: list[int] | None = None,
                      in_channels: int | None = None) -> dict:
     """Write Datapath/dataloader.py (and its fingerprint and config beside it); returns what
@@ -92,6 +105,9 @@ def write_dataloader(settings: Settings, ws: JobWorkspace, image_size: list[int]
               **dataloader_config(template, plan, fp, train, test, image_size, in_channels)}
     if allow_pickle or "ALLOW_PICKLE" in source.read_text():
         values["ALLOW_PICKLE"] = allow_pickle
+    cache_dir = _cache_dir(ws, plan)
+    if cache_dir and "CACHE_DIR" in source.read_text():
+        values["CACHE_DIR"] = cache_dir
     instantiate(source, ws.dataloader, values)
     write_json_atomic(ws.fingerprint, fp)
     write_json_atomic(ws.dataloader_config, values)
