@@ -1,7 +1,7 @@
 """M3Builder's domain, one package per stage of the flow, in the order data moves through it:
 
 config -> imaging -> privacy -> store -> datasets (layouts) -> jobs -> planning -> evaluation ->
-training -> viewing; demo generates the demo data.
+training -> viewing -> external_validation; demo generates the demo data.
 
 `core` imports no UI and none of `crew`, `tools`, `runtime` or `pages`. Importing it does
 nothing else: each entry point calls :func:`core.config.bootstrap.apply` itself.

@@ -7,6 +7,8 @@
                          [--epochs N] [--time-budget MIN]
     python -m crew jobs [--home DIR]
     python -m crew show JOB [--home DIR]
+    python -m crew evaluate MODEL --dataset NAME [--home DIR] [--json]
+                            score a model (id, name or "latest") on another registered dataset
     python -m crew demo [--basic] [--home DIR] build and register the demo datasets
     python -m crew bench [--suite m3bench-lite|paper|layout-families] [--llm autopilot|MODEL] [--runs N]
                          [--only NAME,...] [--out FILE] [--data DIR] [--home DIR]
@@ -165,6 +167,25 @@ def cmd_show(args) -> int:
     return 0 if job["status"] not in TERMINAL_STATUSES - {"succeeded", "no_dataset"} else 1
 
 
+def cmd_evaluate(args) -> int:
+    from core.external_validation.compat import ExternalValidationError
+    from core.external_validation.views import side_by_side, text_table
+    from crew.external import evaluate_on_dataset
+    settings = get_settings(args.home)
+    try:
+        report = evaluate_on_dataset(settings, open_store(settings.store_path), args.model,
+                                     args.dataset, actor="cli",
+                                     request=f"evaluate {args.model} --dataset {args.dataset}")
+    except ExternalValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        _print({**report, "side_by_side": side_by_side(report)}, True)
+    else:
+        print(text_table(report))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from crew.bench import main
     return main(args)
@@ -204,6 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id")
     p.add_argument("--events", action="store_true", help="include every step")
     p.set_defaults(func=cmd_show)
+    p = sub.add_parser("evaluate", parents=[common],
+                       help="score a trained model on another registered dataset")
+    p.add_argument("model", help='model id (its job id), model name, or "latest"')
+    p.add_argument("--dataset", required=True, help="registered dataset name")
+    p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("demo", parents=[common], help="build and register the demo datasets")
     p.add_argument("--basic", action="store_true",
                    help="only the 2D chest X-ray demo (fastest)")

@@ -14,7 +14,7 @@ PACKAGES = ("core", "runtime", "tools", "crew", "pages", "ml_templates", "bench"
 # core's stage packages, in the order data flows through them: each may import only those
 # before it (and itself)
 CORE_ORDER = ("config", "imaging", "privacy", "store", "datasets", "jobs", "planning",
-              "evaluation", "training", "viewing")
+              "evaluation", "training", "viewing", "external_validation")
 CORE_SIDE = {"demo": {"config", "imaging"}}  # demo data: generators on image I/O only
 # what each top-level part may import of the project
 ALLOWED_TOP = {

@@ -13,6 +13,9 @@ formats in ml_templates/README.md). Diagnosis index (``Datapath/``):
   came from), image counts per class on each side, which groups went where, and each indexed
   image's group (so training can hold out validation patients too).
 
+An external test set (a trained model scored on another dataset) is indexed by the same scan,
+unsplit: ``write_test_index``.
+
 May import: core.datasets.splitting, core.datasets.split_caps, core.datasets.datacards,
 core.datasets.dicom_series, core.datasets.layouts.types.
 """
@@ -141,6 +144,30 @@ def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
     write_json_atomic(datapath / "test.json", test)
     write_json_atomic(datapath / "split.json", record)
     return _summary(datapath, scan, split, record)
+
+
+def write_test_index(scan: ScanResult, datapath: str | Path, template: str) -> dict:
+    """Every case of the scan as a test case, in the template's index format (an external test
+    set: not split, so its patient key does not matter and no cap applies): ``test.json`` and a
+    ``split.json`` that says so. The label dictionary is the caller's (the model's)."""
+    if not scan.samples:
+        raise IndexBuildError(f"{scan.root} holds no case the {template} template can read")
+    scan = write_series_manifests(scan, datapath)  # DICOM series sharing a folder -> manifests
+    datapath = Path(datapath)
+    if template == "diagnosis":
+        test = {sample_key(s): s.label_list() for s in scan.samples}
+    else:
+        values = scan.details.get("label_values")
+        test = [_entry(s, template, scan.classes, values) for s in scan.samples]
+    multi = any(s.labels is not None for s in scan.samples)
+    record = {"method": "none: every case is a test case (external test set)",
+              "grouping_key": "not used", "dataset": scan.root,
+              "counts": {"test": class_counts(scan.samples, multi)},
+              "num_images": {"train": 0, "test": len(scan.samples)}}
+    write_json_atomic(datapath / "test.json", test)
+    write_json_atomic(datapath / "split.json", record)
+    return {"datapath": str(datapath), "num_test": len(scan.samples), "classes": scan.classes,
+            "counts": record["counts"], "layout": scan.layout, "multi_label": multi}
 
 
 def write_index(scan, datapath: Path, template: str, test_fraction: float, seed: int,

@@ -10,6 +10,8 @@
     report.json         the system evaluator's metrics on the test set
     model_card.md       what the model is, how it was made, how well it does, what it is not for
     worker.log          the job worker's own output
+    external/           the model scored on other datasets, one folder per run
+                        (core.external_validation)
 
 Every file name of a workspace is defined here, once; the rest of the code asks for
 ``ws.train_summary``, never for ``ws.logout / "train_summary.json"``.
@@ -54,6 +56,10 @@ class JobWorkspace:
     @property
     def worker_log(self) -> Path:
         return self.root / "worker.log"
+
+    @property
+    def external(self) -> Path:
+        return self.root / "external"
 
     @property
     def scratch(self) -> Path:
