@@ -21,6 +21,7 @@ from ml_templates.common import check_sample
 from ml_templates.common.check_sample import stratified_sample
 from tests.conftest import ROOT, tree_digest
 
+pytestmark = pytest.mark.filterwarnings("ignore:NvImgCodecPydicomReader")
 TEMPLATE = ROOT / "ml_templates" / "diagnosis" / "dataloader_template.py"
 CLASSES = ("cat_a", "cat_b", "cat_c")
 
@@ -215,3 +216,34 @@ def test_small_dataset_is_checked_whole(job):
     report = run_check(ws)
     assert not report["sampled"] and report["checked"] == report["expected"] == \
         report["loaded"] == {"train": 8, "test": 4}
+
+
+def test_segmentation_past_the_budget_caches_training_cases_on_disk(tmp_path, monkeypatch):
+    from core.demo.segmentation import make_ct_organ_demo_3d
+    from core.imaging import image_io
+    folder = make_ct_organ_demo_3d(tmp_path / "ct", n_cases=3)
+    labels = json.loads((folder / "labels.json").read_text())
+    cases = [{"image_path": str(folder / "images" / m.name), "label_path": str(m),
+              "labels": labels} for m in sorted((folder / "masks").iterdir())]
+    ws = JobWorkspace(tmp_path / "job").ensure()
+    ws.train_index.write_text(json.dumps(cases[:2]))
+    ws.test_index.write_text(json.dumps(cases[2:]))
+    ws.fingerprint.write_text(json.dumps({"median_shape": [4000, 4000, 4000]}))  # too big
+    instantiate(ROOT / "ml_templates" / "segmentation" / "dataloader_template.py", ws.dataloader,
+                {"DATAPATH": str(ws.datapath), "SPATIAL_DIMS": 3, "PIXDIM": [3.0, 3.0, 3.0],
+                 "ROI_SIZE": [32, 32, 16], "IN_CHANNELS": 1, "NUM_CLASSES": 3,
+                 "INTENSITY": {"kind": "ct", "window": [-160, 240]}, "CACHE_DIR": "../cache"})
+    module = load(ws, "seg_dl")
+    reads = []
+    real = image_io.ImageRefReader.get_data
+    monkeypatch.setattr(image_io.ImageRefReader, "get_data",
+                        lambda self, img: reads.append(img) or real(self, img))
+    train = module.SegmentationDataset("train", datapath=str(ws.datapath))
+    shapes = {tuple(train[i]["pixel_values"].shape) for i in range(len(train))}
+    assert train.cache == "disk" and shapes == {(1, 32, 32, 16)}
+    assert len(list(ws.cache.glob("*.pt"))) == 2 and len(reads) == 4  # image + mask per case
+    again = module.SegmentationDataset("train", datapath=str(ws.datapath))
+    assert again[0]["labels"].shape == (1, 32, 32, 16) and len(reads) == 4
+    test = module.SegmentationDataset("test", datapath=str(ws.datapath))
+    assert test.cache == "none" and test[0]["pixel_values"].applied_operations  # invertible
+    assert not list(folder.rglob("*.pt"))

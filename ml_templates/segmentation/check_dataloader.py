@@ -1,14 +1,18 @@
-"""Validate a job's segmentation dataloader by loading every case (run as its own process).
+"""Validate a job's segmentation dataloader by loading its cases (run as its own process): every
+case of a split up to ``WHOLE_SPLIT`` cases, else a stratified sample (each label set's first
+and last case and a seeded random choice; ml_templates.common.check_sample).
 
     python -m core.config.launch ml_templates.segmentation.check_dataloader
         --datapath <job>/Datapath
 
 Writes ``Datapath/dataloader_check.json``:
-``expected``/``loaded`` cases per split, ``failed`` (each with its error, plus configuration
-problems such as NUM_CLASSES not matching the index's label names or mask values out of range),
+``expected`` cases per split, ``checked`` (the sample) and ``loaded`` (of those), ``failed``
+(each with its error, plus configuration problems such as NUM_CLASSES not matching the index's
+label names or mask values out of range),
 ``shapes`` (the distinct training patch shapes, i.e. [C, *ROI_SIZE]: what the network sees),
 ``image_shapes`` (whole preprocessed images, which differ per case), ``dtypes``,
-``label_values`` (mask values seen), ``labels_in_range`` (all within 0..NUM_CLASSES-1),
+``label_values`` (mask values seen in the sample), ``labels_in_range`` (all within
+0..NUM_CLASSES-1),
 ``intensity`` range after normalisation, and the dataloader's configuration.
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ml_templates.common.check_sample import stratified_sample
 from ml_templates.common.entry import check_main, load_dataloader
 
 PATCH_PROBES = 3  # training cases whose random patch is also drawn
@@ -38,7 +43,8 @@ def _failure(split: str, i: int, item: dict, exc: BaseException) -> str:
 def check(datapath: Path, max_failures: int = 20) -> dict:
     module = load_dataloader(datapath / "dataloader.py")
     num_classes = int(module.NUM_CLASSES)
-    report = {"expected": {}, "loaded": {}, "failed": [], "shapes": [], "image_shapes": [],
+    report = {"expected": {}, "checked": {}, "loaded": {}, "sampled": False, "failed": [],
+              "shapes": [], "image_shapes": [],
               "dtypes": [], "label_values": [], "labels_in_range": True,
               "intensity": [None, None], "config": module.describe()}
     shapes, image_shapes, dtypes, values = set(), set(), set(), set()
@@ -49,8 +55,11 @@ def check(datapath: Path, max_failures: int = 20) -> dict:
         report["expected"][split] = len(index)
         names.update(tuple(item.get("labels", [])) for item in index)
         dataset = module.SegmentationDataset(split, augment=False, datapath=str(datapath))
+        sample = stratified_sample([[json.dumps(it.get("labels", []))] for it in dataset.items])
+        report["checked"][split] = len(sample)
+        report["sampled"] |= len(sample) < len(dataset.items)
         loaded = 0
-        for i in range(len(dataset)):
+        for i in sample:
             try:
                 item = dataset[i]
                 pixels = item["pixel_values"]
@@ -92,7 +101,7 @@ def check(datapath: Path, max_failures: int = 20) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return check_main(check, argv, ("expected", "loaded", "shapes", "failed"))
+    return check_main(check, argv, ("expected", "checked", "loaded", "shapes", "failed"))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,14 @@ Reads the index ``[{"image_path": file | [channel files], "label_path": file, "l
     evaluation: the whole preprocessed image (a MetaTensor that remembers every spatial step) so
                 ``SegmentationDataset.invert`` maps a prediction back to the original grid.
 
-The deterministic steps are cached in memory on first use (``CACHE_RATE`` of the cases). The
-Module Architect instantiates this file as ``Datapath/dataloader.py`` by filling the CONFIG block.
+The deterministic steps are cached on first use: in memory (``CACHE_RATE`` of the cases) when
+the whole index fits the memory budget (ml_templates.common.cache; the size per case estimated
+from ``Datapath/fingerprint.json``), else, for training patches, on disk through MONAI's
+PersistentDataset in ``CACHE_DIR`` (the job's ``cache/`` folder, relative to the Datapath),
+keyed by CONFIG, dataloader source and each file's size and mtime. Evaluation images keep their
+MetaTensor history for ``invert``, which a safe (weights-only) disk cache cannot hold: past the
+budget they are preprocessed on every use. The Module Architect instantiates this file as
+``Datapath/dataloader.py`` by filling the CONFIG block.
 """
 # --- M3B CONFIG START
 DATAPATH = "."
@@ -24,10 +30,11 @@ NUM_CLASSES = 2
 INTENSITY = {"kind": "ct", "window": [-160, 240]}
 # --- M3B CONFIG END
 import json
+import math
 from pathlib import Path
 
 import torch
-from monai.data import CacheDataset, MetaTensor
+from monai.data import CacheDataset, Dataset, MetaTensor, PersistentDataset
 from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, EnsureTyped,
                               Invertd, LoadImaged, MapTransform,
                               NormalizeIntensityd,
@@ -38,10 +45,13 @@ from monai.transforms import (Compose, CropForegroundd, EnsureChannelFirstd, Ens
 
 from core.imaging.arrays import map_label_values
 from core.imaging.image_io import ImageRefReader
+from ml_templates.common.cache import (cache_records, config_digest, fits_in_memory,
+                                       safe_cache_dir)
 
 SAMPLES_PER_CASE = globals().get("SAMPLES_PER_CASE", 4)  # training patches per case and epoch
 CACHE_RATE = globals().get("CACHE_RATE", 1.0)
 ALLOW_PICKLE = globals().get("ALLOW_PICKLE", False)  # unpickle .pck/.pkl images (local data only)
+CACHE_DIR = globals().get("CACHE_DIR")  # preprocessed training cases on disk (past the budget)
 
 
 class FitImage(MapTransform):
@@ -141,6 +151,25 @@ def training_steps() -> list:
             EnsureTyped(keys, dtype=torch.float32, track_meta=False)]
 
 
+def case_bytes(datapath: Path) -> float | None:
+    """Estimated bytes of one preprocessed case (image channels + mask, float32) from the
+    fingerprint's median shape resampled to PIXDIM; None without a fingerprint."""
+    try:
+        fp = json.loads((datapath / "fingerprint.json").read_text())
+        shape = [float(s) for s in fp["median_shape"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    spacing = fp.get("median_spacing")
+    if PIXDIM and spacing and len(spacing) == len(shape) == len(PIXDIM):
+        shape = [s * sp / p for s, sp, p in zip(shape, spacing, PIXDIM)]
+    return (IN_CHANNELS + 1) * math.prod(shape) * 4
+
+
+def _index_size(datapath: Path) -> int:
+    return sum(len(json.loads(p.read_text())) for p in
+               (datapath / "train.json", datapath / "test.json") if p.exists())
+
+
 def _resolve(path, datapath: Path):
     if isinstance(path, (list, tuple)):
         return [_resolve(p, datapath) for p in path]
@@ -171,8 +200,28 @@ class SegmentationDataset(torch.utils.data.Dataset):
                     **({"label_values": list(it["label_values"])}
                        if has_label and it.get("label_values") else {})}
                    for it in self.items]
-        self.data = CacheDataset(records, self.transforms, cache_rate=CACHE_RATE,
-                                 runtime_cache=True, progress=False)
+        self.data = self._cached(records)
+
+    def _cached(self, records: list[dict]):
+        """In memory when the job's cases fit the budget; else training patches come from the
+        disk cache (evaluation images, which keep their MetaTensor history, are not cached)."""
+        size = case_bytes(self.datapath)
+        if size is None or fits_in_memory(max(_index_size(self.datapath), len(records)), size):
+            self.cache = "memory"
+            return CacheDataset(records, self.transforms, cache_rate=CACHE_RATE,
+                                runtime_cache=True, progress=False)
+        key = config_digest({"SPATIAL_DIMS": SPATIAL_DIMS, "PIXDIM": PIXDIM,
+                             "IN_CHANNELS": IN_CHANNELS, "INTENSITY": INTENSITY,
+                             "ALLOW_PICKLE": ALLOW_PICKLE}, globals().get("__file__"))
+        keyed, folders = cache_records([[r["image"], r.get("label")] if "label" in r
+                                        else r["image"] for r in records], key, key="refs")
+        cache_dir = safe_cache_dir(self.datapath / CACHE_DIR if CACHE_DIR and self.augment
+                                   else None, folders)
+        self.cache = "disk" if cache_dir else "none"
+        if cache_dir is None:
+            return Dataset(records, self.transforms)
+        records = [{**r, "cache_key": k["cache_key"]} for r, k in zip(records, keyed)]
+        return PersistentDataset(records, self.transforms, cache_dir=cache_dir)
 
     def __len__(self) -> int:
         return len(self.items) * (SAMPLES_PER_CASE if self.augment else 1)
@@ -212,4 +261,5 @@ def label_names(datapath: str = DATAPATH) -> list[str]:
 def describe() -> dict:
     return {"spatial_dims": SPATIAL_DIMS, "pixdim": PIXDIM, "roi_size": list(ROI_SIZE),
             "in_channels": IN_CHANNELS, "num_classes": NUM_CLASSES, "intensity": INTENSITY,
-            "samples_per_case": SAMPLES_PER_CASE, "cache_rate": CACHE_RATE}
+            "samples_per_case": SAMPLES_PER_CASE, "cache_rate": CACHE_RATE,
+            "cache_dir": CACHE_DIR}
