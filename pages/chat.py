@@ -14,6 +14,7 @@ from core.planning.plan_edits import (LIMITS, PlanEditError, current_values, dat
                                       edit_plan, engine_choices, network_choices, planned_epochs,
                                       user_edits)
 from crew.stages import STAGES
+from pages.chat_external import ExternalExchanges, external_prompt
 from pages.ui_common import (context, elapsed, fmt_duration, fmt_when, job_result, md_escape,
                              metrics_row, read_json)
 
@@ -28,6 +29,7 @@ st.caption("Say what you need in plain words. Four agents — Task Manager, Data
            "and train. You approve the plan before any training starts.")
 
 prompt = st.chat_input(f"Describe the model you need, e.g. “{EXAMPLE}”")
+prompt = external_prompt(settings, store, prompt)  # "test this model on ...": scored here
 submit_error = ""
 if prompt is not None:
     try:
@@ -129,6 +131,13 @@ def split_text(plan: dict, ws: JobWorkspace) -> str:
     return "; ".join(parts)
 
 
+def threshold_text(rule: str) -> str:
+    if rule == "youden":
+        return ("chosen on the validation images by Youden's J (balances sensitivity and "
+                "specificity)")
+    return f"chosen on the validation images for {rule}"
+
+
 def plan_table(plan: dict, ws: JobWorkspace, header: str = "Proposed") -> None:
     edited = user_edits(plan)
 
@@ -153,6 +162,8 @@ def plan_table(plan: dict, ws: JobWorkspace, header: str = "Proposed") -> None:
         ("Split", md_escape(split_text(plan, ws)) + mine("test_fraction", "seed")),
         ("Epochs", md_escape(epochs_text) + mine("epochs")),
         ("Time budget", md_escape(fmt_duration(plan.get("time_budget_s"))) + mine("time_budget_s")),
+        *([("Decision threshold", md_escape(threshold_text(plan["operating_point"]))
+            + mine("operating_point"))] if plan.get("operating_point") else []),
     ]
     st.markdown(f"| Plan | {header} |\n|---|---|\n" +
                 "\n".join(f"| {k} | {v} |" for k, v in rows))
@@ -212,6 +223,14 @@ def edit_form(job_id: str, plan: dict) -> None:
                                "with its own train/test split.")
         right.number_input("Seed", step=1, value=int(now["seed"]), key=key + "seed",
                            help="Seeds the split and the training (a whole number from 0).")
+        if plan.get("template") == "diagnosis":
+            fields.append("operating_point")
+            left.text_input("Decision threshold rule", value=now["operating_point"] or "youden",
+                            key=key + "operating_point",
+                            help="How the threshold that turns a score into a decision is "
+                                 "chosen on the validation images: 'youden' (balances "
+                                 "sensitivity and specificity), or a target such as '95% "
+                                 "sensitivity' or '90% specificity'.")
         st.form_submit_button("Save changes and approve", type="primary", icon=":material/check:",
                               on_click=save_edits, args=(job_id, fields))
     for message in st.session_state.get(f"plan-error-{job_id}", []):
@@ -335,7 +354,9 @@ elif len(store.jobs(limit=HISTORY + 1)) > HISTORY:
     st.caption(f"Showing your latest {HISTORY} requests; the Training and Models pages list "
                "older ones.")
 
+exchanges = ExternalExchanges(store, since=jobs[0]["created_at"] if len(jobs) == HISTORY else 0)
 for job in jobs:
+    exchanges.show_until(job["created_at"])
     with st.chat_message("user"):
         st.markdown(md_escape(job["request"]))
         st.caption(f"{fmt_when(job['created_at'])} · job {job['id']}")
@@ -344,6 +365,7 @@ for job in jobs:
             render_assistant(job)
         else:
             live_assistant(job["id"])
+exchanges.show_until()
 
 if submit_error:
     st.error(submit_error, icon=":material/error:")

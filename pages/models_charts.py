@@ -27,13 +27,20 @@ def confusion_figure(labels: list[str], matrix: list[list[int]]) -> go.Figure:
                   yaxis_title="True class", yaxis=dict(autorange="reversed"))
 
 
-def roc_figure(curves: dict) -> go.Figure:
+def roc_figure(curves: dict, marker: dict | None = None) -> go.Figure:
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="Chance",
                                line=dict(dash="dash", color="gray")))
     for i, (name, c) in enumerate(curves.items()):
         fig.add_trace(go.Scatter(x=c["fpr"], y=c["tpr"], mode="lines", line_shape="hv",
                                  line=dict(color=COLOURS[i % len(COLOURS)]),
                                  name=f"{name} (AUC {c['auc']:.3f})"))
+    if marker:
+        fig.add_trace(go.Scatter(
+            x=[marker["fpr"]], y=[marker["tpr"]], mode="markers", name=(
+                f"Operating point (threshold {marker['threshold']:.3f})"),
+            marker=dict(size=13, symbol="x", color="black"),
+            hovertemplate="sensitivity %{y:.3f}, specificity " f"{1 - marker['fpr']:.3f}"
+                          "<extra></extra>"))
     return layout(fig, "ROC curve (test set)", xaxis_title="False positive rate "
                   "(1 − specificity)", yaxis_title="True positive rate (sensitivity)",
                   xaxis=dict(range=[0, 1]), yaxis=dict(range=[0, 1.02]))
@@ -123,3 +130,25 @@ def boxes_figure(image2d: np.ndarray, corners: list, classes: list[str]) -> go.F
                            showarrow=False, xanchor="left", yanchor="bottom",
                            font=dict(color=colour, size=11))
     return fig
+
+
+def reliability_figure(before: list[dict], after: list[dict], multi_label: bool) -> go.Figure:
+    """Reliability diagram: observed frequency against stated confidence per bin, before and
+    after calibration; the diagonal is a perfectly calibrated model."""
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="Perfect calibration",
+                               line=dict(dash="dash", color="gray")))
+    for rows, name, colour in ((before, "Before calibration", COLOURS[0]),
+                               (after, "After calibration", COLOURS[1])):
+        if rows:
+            fig.add_trace(go.Scatter(
+                x=[r["confidence"] for r in rows], y=[r["accuracy"] for r in rows],
+                mode="lines+markers", name=name, line=dict(color=colour),
+                marker=dict(size=[6 + min(14, r["count"] ** 0.5) for r in rows]),
+                customdata=[r["count"] for r in rows],
+                hovertemplate="confidence %{x:.2f}, observed %{y:.2f} (%{customdata} "
+                              "cases)<extra></extra>"))
+    what = "label probability" if multi_label else "confidence (top class)"
+    return layout(fig, "Reliability diagram (test set)", height=360,
+                  xaxis_title=f"Stated {what}", yaxis_title="Observed frequency",
+                  xaxis=dict(range=[0, 1]), yaxis=dict(range=[0, 1.02]),
+                  legend=dict(orientation="h", y=-0.25))

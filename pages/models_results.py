@@ -8,11 +8,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from core.viewing.decision_views import (calibration_summary, operating_point_rows,
+                                         operating_point_text, roc_marker)
 from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
                                       diagnosis_rows, metric_table, report_comparison,
                                       report_samples, rouge_l_gain, segmentation_rows)
 from pages.models_charts import (PLOT_CONFIG, bar_figure, comparison_figure, confusion_figure,
-                                 pr_figure, roc_figure)
+                                 pr_figure, reliability_figure, roc_figure)
 from pages.ui_common import fmt_num, metrics_row
 
 
@@ -28,9 +30,9 @@ def show_diagnosis(report: dict, workspace: Path) -> None:
             st.plotly_chart(confusion_figure(cm["labels"], cm["matrix"]), width="stretch",
                             config=PLOT_CONFIG)
         elif report.get("multi_label"):
-            st.caption("Multi-label model: each finding is decided on its own (probability "
-                       "≥ 0.5), so there is no single confusion matrix; see the per-finding "
-                       "table and ROC curves.")
+            st.caption("Multi-label model: each finding is decided on its own (at its own "
+                       "threshold), so there is no single confusion matrix; see the "
+                       "per-finding table and ROC curves.")
     with class_col:
         st.markdown("**Per class**")
         per_class = pd.DataFrame(diagnosis_rows(report))
@@ -40,17 +42,50 @@ def show_diagnosis(report: dict, workspace: Path) -> None:
             st.dataframe(per_class, hide_index=True, width="stretch")
             st.caption("Sensitivity and specificity treat each class in turn as 'positive' "
                        "against all others.")
-    curves = diagnosis_roc(workspace)
+    show_decision(report)
+    positive = (report.get("decision") or {}).get("positive_class")
+    curves = diagnosis_roc(workspace, positive)
     if curves:
-        st.plotly_chart(roc_figure(curves), width="stretch", config=PLOT_CONFIG)
+        st.plotly_chart(roc_figure(curves, roc_marker(report)), width="stretch",
+                        config=PLOT_CONFIG)
         st.caption("From the test-set probabilities the model wrote (Logout/predictions.json) "
                    "and the true labels in the test index. "
-                   + ("Two classes: the curve treats the second class as positive."
+                   + (f"Two classes: the curve treats {positive or 'the second class'} as "
+                      "positive; the cross is the model's operating point."
                       if len(curves) == 1 and len(cm.get("labels") or []) == 2 else
                       "One curve per class against all others."))
     else:
         st.caption("No ROC curve: the test predictions (Logout/predictions.json) are not "
                    "available for this model.")
+
+
+def show_decision(report: dict) -> None:
+    """The threshold and what it gives (with CIs), then the reliability diagram."""
+    st.markdown("**Decision at the threshold**")
+    st.markdown(operating_point_text(report))
+    rows = operating_point_rows(report)
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                     column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                    for c in ("Test", "95% CI low", "95% CI high",
+                                              "Validation")})
+        st.caption("Test values with 95% bootstrap confidence intervals; the threshold was "
+                   "chosen on the validation images only, never on the test set.")
+    cal = calibration_summary(report)
+    if not cal:
+        return
+    chart_col, text_col = st.columns([3, 2], gap="large")
+    with chart_col:
+        st.plotly_chart(reliability_figure(cal["before"], cal["after"], cal["multi_label"]),
+                        width="stretch", config=PLOT_CONFIG)
+    with text_col:
+        st.markdown("**Calibration**")
+        st.markdown(f"Expected calibration error (ECE) on the test set: "
+                    f"**{fmt_num(cal['ece_before'])}** before, **{fmt_num(cal['ece_after'])}** "
+                    "after temperature scaling" + (f" (T = {cal['temperature']:.2f}, fitted on "
+                                                   "validation)." if cal["fitted"] else "."))
+        st.caption("A calibrated model's 80% means right 4 times in 5: its points lie on the "
+                   "diagonal. " + (cal["note"] or ""))
 
 
 def show_segmentation(report: dict) -> None:

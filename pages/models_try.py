@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from core import RESEARCH_ONLY
+from core.viewing.decision_views import decision_for
 from core.viewing.inference import ACCEPTED_TEXT, MAX_UPLOAD_MB, predict_upload
 from core.viewing.model_loading import (InferenceError, load_model, model_files_missing,
                                         preprocessing_config, training_images, weights_stamp)
@@ -38,15 +39,18 @@ def show_probabilities(pred) -> None:
     best = int(np.argmax(values))
     st.plotly_chart(probabilities_figure(names, values, best), width="stretch",
                     config=PLOT_CONFIG)
+    decided = decision_for(pred.probabilities, pred.decision, pred.multi_label)
     if pred.multi_label:
-        found = [n for n, v in pred.probabilities.items() if v >= 0.5]
-        st.markdown("**Findings at probability ≥ 0.5:** " + (", ".join(map(md_escape, found))
-                                                              if found else "none"))
-        st.caption("Multi-label model: one independent probability per finding.")
+        found = decided["classes"]
+        st.markdown(f"**Findings ({md_escape(decided['why'])}):** "
+                    + (", ".join(map(md_escape, found)) if found else "none"))
+        st.caption("Multi-label model: one independent, calibrated probability per finding.")
     else:
-        st.markdown(f"**Most likely class:** {md_escape(names[best])} ({values[best]:.3f})")
-        st.caption("The probabilities sum to 1 over the classes the model knows; an image of "
-                   "something else still gets one of them.")
+        st.markdown(f"**Model's decision:** {md_escape(decided['classes'][0])} "
+                    f"({md_escape(decided['why'])})")
+        st.caption("Calibrated probabilities; they sum to 1 over the classes the model knows, "
+                   "so an image of something else still gets one of them. The threshold was "
+                   "chosen on validation images (see Test results).")
 
 
 def show_mask(pred, key: str) -> None:

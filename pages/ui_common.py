@@ -30,7 +30,8 @@ def _run_through_app_entry() -> None:
 
 _run_through_app_entry()
 
-METRIC_LABELS = {"auc": "AUC", "accuracy": "Accuracy", "f1_macro": "F1 (macro)",
+METRIC_LABELS = {"auc": "AUC", "accuracy": "Accuracy", "sensitivity": "Sensitivity",
+                 "specificity": "Specificity", "f1_macro": "F1 (macro)",
                  "dice": "Dice (mean)", "hd95": "HD95 (mm)", "map50": "mAP@0.5",
                  "image_auc": "Image AUC", "rouge_l": "ROUGE-L",
                  "baseline_rouge_l": "ROUGE-L of the most common report", "bleu4": "BLEU-4"}

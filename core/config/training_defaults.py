@@ -18,6 +18,10 @@ DEFAULT_TIME_BUDGET_S = 600
 DEFAULT_SEED = 42
 TEST_FRACTION = 0.2  # share of patients held out for testing
 VAL_FRACTION = 0.15
+# validation patients per class at least (never over a quarter of the class): a handful of easy
+# validation images saturates a metric and cannot tell epochs apart
+VAL_FLOOR_PER_CLASS = 15
+MIN_EPOCHS = 5  # early stopping never stops before this many epochs (or the planned ones)
 DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
 STOP_GRACE_S = 60  # how long a stopped child may take to save its best model and predict
 

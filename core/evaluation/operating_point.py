@@ -38,6 +38,10 @@ class Rule:
             return "Youden's J (sensitivity + specificity - 1) on validation"
         return f"{self.kind} >= {self.target:.0%} on validation"
 
+    def short(self) -> str:
+        """What a plan stores and a form shows: ``youden`` or ``95% sensitivity``."""
+        return "youden" if self.kind == "youden" else f"{self.target * 100:g}% {self.kind}"
+
 
 class OperatingPointError(ValueError):
     """The rule cannot be met or the data cannot give a threshold; the message says why."""
@@ -64,6 +68,18 @@ def parse_rule(text: str | None) -> Rule:
         raise OperatingPointError(f"target {number}{percent} is not a rate between 0 and 100 %")
     kind = "specificity" if word in ("specificity", "tnr") else "sensitivity"
     return Rule(kind, value)
+
+
+def rule_in_request(request: str) -> Rule | None:
+    """The operating point a request asks for ("... at 95% sensitivity"), or None when it names
+    none (or names one that cannot be read: the plan then shows Youden and the user can edit)."""
+    if not re.search(r"sensitivity|specificity|recall|\btpr\b|\btnr\b", request or "", re.I):
+        return None
+    try:
+        rule = parse_rule(request)
+    except OperatingPointError:
+        return None
+    return rule if rule.kind != "youden" else None
 
 
 def positive_index(names: list[str]) -> int:

@@ -17,10 +17,27 @@ from core.jobs.provenance import predictions_digest
 from core.jobs.workspace import JobWorkspace
 
 
-def evaluate(template: str, datapath: Path, predictions: Path) -> dict:
-    """The system's evaluator of ``template`` on a predictions file."""
+def evaluate(template: str, datapath: Path, predictions: Path, **options) -> dict:
+    """The system's evaluator of ``template`` on a predictions file. ``options``: the
+    diagnosis evaluator's ``operating_rule`` (the plan's) or ``decision`` (a stored one)."""
     module = importlib.import_module(f"core.evaluation.{template}")
-    return getattr(module, f"evaluate_{template}")(datapath, predictions)
+    return getattr(module, f"evaluate_{template}")(datapath, predictions, **options)
+
+
+def check_temperature(report: dict, summary: dict) -> None:
+    """The temperature the evaluator refitted on the validation predictions is the one the
+    template saved in the model (same function, same numbers): otherwise the exported model
+    and the report would disagree about the probabilities."""
+    fitted = (report.get("calibration") or {}).get("temperature")
+    saved = summary.get("temperature")
+    if fitted is None or saved is None or (report.get("decision") or {}).get("source") \
+            != "validation":
+        return
+    if abs(float(fitted) - float(saved)) > 1e-4 * max(1.0, abs(float(saved))):
+        raise EvaluationError(f"the model's saved temperature {float(saved):.4f} differs from "
+                              f"the one fitted on its validation predictions ({fitted:.4f}): "
+                              "the predictions and the model do not belong together; call "
+                              "run_training again")
 
 
 def evaluate_job(ws: JobWorkspace, job_id: str, recorded_predictions: str | None) -> dict:
@@ -33,11 +50,14 @@ def evaluate_job(ws: JobWorkspace, job_id: str, recorded_predictions: str | None
     if predictions_digest(ws.logout) != recorded_predictions:
         raise EvaluationError("Logout/predictions changed after training finished; only the "
                               "template's own predictions are scored: call run_training again")
+    options = {"operating_rule": plan.get("operating_point")} \
+        if plan["template"] == "diagnosis" else {}
     try:
-        report = evaluate(plan["template"], ws.datapath, ws.predictions)
+        report = evaluate(plan["template"], ws.datapath, ws.predictions, **options)
     except (OSError, ValueError) as exc:
         raise EvaluationError(str(exc)) from exc
     summary = json.loads(ws.train_summary.read_text())
+    check_temperature(report, summary)
     report.update(job_id=job_id, dataset=plan["dataset"], request=plan["request"],
                   training=summary)
     write_json_atomic(ws.report, report)

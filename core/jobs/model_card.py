@@ -57,6 +57,43 @@ def _groups_line(split: dict) -> str:
     return f"{n_train} training and {n_test} test patients/groups; none on both sides."
 
 
+def _decision(report: dict) -> str:
+    """The operating point and calibration of a diagnosis model, for the card."""
+    point, cal = report.get("operating_point"), report.get("calibration") or {}
+    lines = []
+    if point:
+        test, ci = point["test"], point.get("ci95") or {}
+
+        def rate(key: str) -> str:
+            band = f" ({_fmt(ci[key][0])} – {_fmt(ci[key][1])})" if ci.get(key) else ""
+            return f"{key} {_fmt(test.get(key))}{band}"
+        lines.append(f"- Decision: **{point['positive_class']}** when its probability is at "
+                     f"least **{point['threshold']:.3f}** ({point.get('rule_text', '')}). At this "
+                     "threshold on the test set: "
+                     + ", ".join(rate(k) for k in ("sensitivity", "specificity", "ppv", "npv",
+                                                   "accuracy")) + ".")
+    elif report.get("decision", {}).get("thresholds"):
+        lines.append("- Decisions: one threshold per label, chosen on validation: " + ", ".join(
+            f"{k} ≥ {v:.3f}" for k, v in report["decision"]["thresholds"].items()) + ".")
+    elif report.get("task") == "diagnosis":
+        lines.append("- Decision: the most probable class (argmax).")
+    if cal:
+        if cal.get("fitted"):
+            lines.append(f"- Calibration: temperature scaling fitted on validation, T = "
+                         f"{cal['temperature']:.2f}; expected calibration error on test "
+                         f"{_fmt(cal.get('ece_before'))} before, {_fmt(cal.get('ece_after'))} "
+                         "after. Exported models and the app give the calibrated probabilities.")
+        else:
+            lines.append(f"- Calibration: not fitted ({cal.get('note') or cal.get('method')}); "
+                         f"expected calibration error on test {_fmt(cal.get('ece_after'))}.")
+    return ("\n## Decisions and calibration\n" + "\n".join(lines) + "\n") if lines else ""
+
+
+def _selection(summary: dict) -> str:
+    kept = summary.get("selection")
+    return f" {kept}." if kept else ""
+
+
 def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> str:
     counts = split.get("counts", {})
     template = plan.get("template", "diagnosis")
@@ -79,13 +116,13 @@ def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> s
 ## Model
 - Template: {template}; network: {summary.get('network')}, trained from scratch unless a local
   pretrained path was given; {summary.get('epochs_run')} epochs on {summary.get('device')},
-  {summary.get('seconds', 0):.0f} s; stop reason: {summary.get('stop_reason')}.
+  {summary.get('seconds', 0):.0f} s; stop reason: {summary.get('stop_reason')}.{_selection(summary)}
 
 ## Test-set performance (system evaluator, {report.get('num_test')} cases, 95% bootstrap CI)
 | metric | value | 95% CI |
 |---|---|---|
 {_metric_rows(report)}
-{_per_class(report)}
+{_per_class(report)}{_decision(report)}
 ## Intended use and limits
 - Intended for research and method development only; not validated for clinical use.
 - Performance is measured on a held-out split of one dataset; it says nothing about other

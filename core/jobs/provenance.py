@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-PREDICTION_FILES = ("predictions.json",)
+PREDICTION_FILES = ("predictions.json", "val_predictions.json")
 PREDICTION_DIRS = ("predictions",)
 
 

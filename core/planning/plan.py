@@ -8,6 +8,7 @@ from core.config.training_defaults import DEFAULT_SEED, DEFAULT_TIME_BUDGET_S, T
 from core.datasets.catalog import find_entry, load_catalog
 from core.datasets.datacards import write_json_atomic
 from core.jobs.workspace import JobWorkspace
+from core.evaluation.operating_point import rule_in_request
 from core.planning.tasks import PRIMARY_METRIC, choose_engine, default_network, template_for
 
 NO_DATASET = ("", "none", "no_dataset", "null")
@@ -61,5 +62,14 @@ def write_plan(settings: Settings, ws: JobWorkspace, request: str, dataset: str,
             "split": {"method": "grouped by patient, stratified by class",
                       "test_fraction": TEST_FRACTION, "seed": DEFAULT_SEED},
             "time_budget_s": int(time_budget_s), "reasons": reasons}
+    if template == "diagnosis":
+        plan["operating_point"] = operating_point_of(request)
     write_json_atomic(ws.plan, plan)
     return plan
+
+
+def operating_point_of(request: str) -> str:
+    """The rule that picks a diagnosis model's decision threshold on validation: what the
+    request asks for ("at 95% sensitivity"), else Youden's J. Editable at approval."""
+    rule = rule_in_request(request)
+    return rule.short() if rule else "youden"

@@ -20,6 +20,7 @@ from typing import Any
 
 from core.datasets.catalog import CatalogEntry, load_catalog
 from core.datasets.datacards import write_json_atomic
+from core.evaluation.operating_point import OperatingPointError, parse_rule
 from core.jobs.gates import check_plan
 from core.jobs.lifecycle import set_approval
 from core.config.settings import Settings
@@ -33,10 +34,11 @@ from core.jobs.workspace import JobWorkspace
 # field -> (lowest, highest) for the numbers a user may set
 LIMITS = {"epochs": (1, 1000), "time_budget_min": (1, 7 * 24 * 60),
           "test_fraction": (0.05, 0.5), "seed": (0, 2**31 - 1)}
-EDITABLE = ("dataset", "engine", "model", "epochs", "time_budget_min", "test_fraction", "seed")
+EDITABLE = ("dataset", "engine", "model", "epochs", "time_budget_min", "test_fraction", "seed",
+            "operating_point")
 LABELS = {"dataset": "dataset", "engine": "engine", "model": "network", "epochs": "epochs",
           "time_budget_min": "time budget (minutes)", "test_fraction": "test fraction",
-          "seed": "seed"}
+          "seed": "seed", "operating_point": "operating point"}
 
 
 class PlanEditError(ValueError):
@@ -92,7 +94,8 @@ def current_values(plan: dict) -> dict:
             "time_budget_min": round(int(plan.get("time_budget_s") or DEFAULT_TIME_BUDGET_S)
                                      / 60, 2),
             "test_fraction": float(split.get("test_fraction", TEST_FRACTION)),
-            "seed": int(split.get("seed", DEFAULT_SEED))}
+            "seed": int(split.get("seed", DEFAULT_SEED)),
+            "operating_point": plan.get("operating_point") or ""}
 
 
 def _fits(entry: CatalogEntry, task: str, template: str) -> bool:
@@ -163,6 +166,15 @@ def validate_edits(settings: Settings, plan: dict, values: dict) -> EditResult:
             number = _number(key, values[key], integer, errors)
             if number is not None:
                 new[key] = number
+
+    if "operating_point" in values and values["operating_point"] != old["operating_point"]:
+        if template != "diagnosis":
+            errors.append("an operating point (the threshold rule) applies to diagnosis only")
+        else:
+            try:
+                new["operating_point"] = parse_rule(values["operating_point"]).short()
+            except OperatingPointError as exc:
+                errors.append(f"operating point: {exc}")
 
     entry = None
     if "dataset" in values and values["dataset"] != old["dataset"]:
@@ -253,6 +265,8 @@ def validate_edits(settings: Settings, plan: dict, values: dict) -> EditResult:
         split["method"] = "grouped by patient, stratified by class (test fraction set by the user)"
     if "seed" in changes:
         split["seed"] = fixed["seed"] = new["seed"]
+    if "operating_point" in changes:
+        edited["operating_point"] = fixed["operating_point"] = new["operating_point"]
     edited["user_edits"] = fixed
     return EditResult(changes, edited)
 

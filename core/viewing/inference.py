@@ -44,6 +44,7 @@ class Prediction:
     spacing: list[float] | None = None
     probabilities: dict[str, float] = field(default_factory=dict)
     multi_label: bool = False
+    decision: dict | None = None   # the model's threshold(s), from its evaluation report
     mask: np.ndarray | None = None
     classes: list[str] = field(default_factory=list)
     boxes: list[dict] = field(default_factory=list)
@@ -172,7 +173,8 @@ def predict(loaded: LoadedModel, ref: Any) -> Prediction:
                              f"(e.g. MRI sequences) and the upload has {array.shape[0]}; upload "
                              f"one {loaded.in_channels}-channel NIfTI volume")
     out = Prediction(loaded.template, _display(array), meta.get("spacing"),
-                     classes=list(loaded.classes), multi_label=loaded.multi_label)
+                     classes=list(loaded.classes), multi_label=loaded.multi_label,
+                     decision=loaded.extra.get("decision"))
     try:
         with torch.no_grad():
             if loaded.engine == "nnunet":

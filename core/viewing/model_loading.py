@@ -151,9 +151,11 @@ def load_model(workspace: str | Path) -> LoadedModel:
         channels = int(cfg.get("in_channels", dl.IN_CHANNELS))
         net = DiagnosisModel(cfg["network"], dims, channels, len(classes), multi_label=multi)
         net.load_state_dict(_state(model_dir))
-        model = Probabilities(net).eval()
+        model = Probabilities(net).eval()  # calibrated: the saved temperature is applied
+        decision = (_read_json(ws.report) or {}).get("decision")  # thresholds from validation
         return LoadedModel(template, ws.root, cfg, model, dl, classes=classes, multi_label=multi,
-                           spatial_dims=dims, in_channels=channels)
+                           spatial_dims=dims, in_channels=channels,
+                           extra={"decision": decision} if decision else {})
     if template == "segmentation":
         from ml_templates.segmentation.model import SegmentationModel
         if cfg.get("roi_size"):  # train.py lets the config override the dataloader's ROI

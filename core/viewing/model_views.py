@@ -19,6 +19,9 @@ from core.jobs.workspace import JobWorkspace
 from core.viewing.model_loading import TEMPLATES, model_template, preprocessing_config
 
 METRIC_NAMES = {"auc": "AUC", "accuracy": "Accuracy", "f1_macro": "F1 (macro)",
+                "sensitivity": "Sensitivity (at the threshold)",
+                "specificity": "Specificity (at the threshold)",
+                "ece": "Expected calibration error (calibrated)",
                 "dice": "Dice (mean)", "hd95": "HD95 (mm)", "map50": "mAP@0.5",
                 "image_auc": "Image-level AUC", "bleu1": "BLEU-1", "bleu2": "BLEU-2",
                 "bleu3": "BLEU-3", "bleu4": "BLEU-4", "rouge_l": "ROUGE-L",
@@ -133,12 +136,13 @@ def diagnosis_rows(report: dict) -> list[dict]:
         if isinstance(values, dict)]
 
 
-def diagnosis_roc(workspace: str | Path) -> dict:
+def diagnosis_roc(workspace: str | Path, positive: str | None = None) -> dict:
     """ROC curves on the test set from ``Logout/predictions.json`` and the index's labels:
     {class: {"fpr", "tpr", "auc", "positives", "negatives"}}. Two classes: one curve (the
     second class as positive); more, or multi-label: one curve per class against the rest.
     Classes without both positives and negatives in the test set are left out. {} when the
-    predictions or the index are missing or do not match."""
+    predictions or the index are missing or do not match. ``positive``: the class the decision
+    detects (the report's), else the second class."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
     ws = JobWorkspace(Path(workspace))
@@ -161,7 +165,8 @@ def diagnosis_roc(workspace: str | Path) -> dict:
             if name in label_dict:
                 truth[row, label_dict[name]] = 1
     single = all(len(test[p]) == 1 for p in paths)
-    classes = [1] if single and len(names) == 2 else range(len(names))
+    binary = [names.index(positive) if positive in names else 1]
+    classes = binary if single and len(names) == 2 else range(len(names))
     curves = {}
     for c in classes:
         y = truth[:, c]

@@ -39,3 +39,62 @@ class ChannelCallback(TrainerCallback):
                 self.stop_reason = "stopped by the user"
                 control.should_training_stop = True
         return control
+
+
+class SelectionCallback(TrainerCallback):
+    """Model selection that says what it did: the Trainer keeps the checkpoint with the best
+    ``eval_<monitor>`` (``load_best_model_at_end``); this callback stops training when that value
+    has not improved for ``patience`` evaluations — never before ``min_epochs`` — and records
+    which epoch was kept and why, for the run's summary."""
+
+    def __init__(self, monitor: str, greater_is_better: bool, patience: int | None,
+                 min_epochs: int = 1, min_delta: float = 0.0, description: str = ""):
+        self.key = monitor if monitor.startswith("eval_") else f"eval_{monitor}"
+        self.greater, self.patience = greater_is_better, int(patience or 0)
+        self.min_epochs, self.min_delta = int(min_epochs), float(min_delta)
+        self.description = description or self.key.removeprefix("eval_").replace("_", " ")
+        self.best: float | None = None
+        self.best_epoch: float | None = None
+        self.waited = 0
+        self.history: list[tuple[float, float]] = []
+        self.early_stopped_at: float | None = None
+
+    def _better(self, value: float) -> bool:
+        if self.best is None:
+            return True
+        return value > self.best + self.min_delta if self.greater \
+            else value < self.best - self.min_delta
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get(self.key)
+        if value is None or value != value:
+            return control
+        epoch = round(float(state.epoch or 0), 2)
+        self.history.append((epoch, float(value)))
+        if self._better(float(value)):
+            self.best, self.best_epoch, self.waited = float(value), epoch, 0
+        else:
+            self.waited += 1
+        if self.patience and self.waited >= self.patience and epoch >= self.min_epochs:
+            self.early_stopped_at = epoch
+            control.should_training_stop = True
+        return control
+
+    def stop_reason(self, other: str = "") -> str:
+        """``early_stopped at 14: no validation loss improvement for 10 epochs``, another
+        reason given (a stop request, the time budget), or ``completed``."""
+        if other:
+            return other
+        if self.early_stopped_at is not None:
+            return (f"early_stopped at {self.early_stopped_at:g}: no {self.description} "
+                    f"improvement for {self.patience} epochs")
+        return "completed"
+
+    def summary(self) -> dict:
+        return {"epoch_kept": self.best_epoch, "selection_metric": self.key.removeprefix("eval_"),
+                "selection_value": self.best,
+                "selection": (f"kept epoch {self.best_epoch:g}: best {self.description} "
+                              f"({self.best:.4g})" if self.best is not None else
+                              "no validation evaluation ran: the last epoch is kept"),
+                "min_epochs": self.min_epochs, "patience": self.patience,
+                "val_history": self.history}

@@ -2,6 +2,9 @@
 
 ``forward(pixel_values, labels=None) -> {"loss", "logits"}``; class weights counter imbalance;
 multi-label targets use BCE. ``pretrained_path`` loads a local state dict (no downloads).
+
+``temperature`` (a saved buffer, 1 while training) is the calibration fitted on validation after
+training; ``Probabilities`` — the inference and exported form — divides the logits by it.
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ class DiagnosisModel(nn.Module):
         weights = torch.tensor(class_weights, dtype=torch.float32) if class_weights else None
         self.register_buffer("class_weights",
                              weights if weights is not None else torch.ones(num_classes))
+        self.register_buffer("temperature", torch.ones(()))
+        self.register_load_state_dict_pre_hook(_uncalibrated_default)
         if pretrained_path:
             self.load_pretrained(pretrained_path)
 
@@ -65,6 +70,11 @@ class DiagnosisModel(nn.Module):
         return out
 
 
+def _uncalibrated_default(module, state_dict, prefix, *_):
+    """Models saved before calibration existed load with temperature 1."""
+    state_dict.setdefault(prefix + "temperature", torch.ones(()))
+
+
 class Probabilities(torch.nn.Module):
     """The exported form: images in, class probabilities out."""
 
@@ -73,5 +83,5 @@ class Probabilities(torch.nn.Module):
         self.model = model
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        logits = self.model(pixel_values=pixel_values)["logits"]
+        logits = self.model(pixel_values=pixel_values)["logits"] / self.model.temperature
         return torch.sigmoid(logits) if self.model.multi_label else torch.softmax(logits, dim=1)
