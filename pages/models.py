@@ -16,6 +16,7 @@ from core.viewing.model_views import (TASK_NAMES, demote_headings, downloads, ex
                                       export_note, file_size, has_exports, headline, job_report,
                                       model_card_path, model_result, read_model_card,
                                       template_of, workspace_of)
+from pages.models_external import show_external
 from pages.models_results import ci_text, show_results
 from pages.models_try import show_try
 from pages.ui_common import context, fmt_duration, fmt_when, md_escape
@@ -80,6 +81,7 @@ results_tab, card_tab, try_tab, files_tab = st.tabs(
 # ------------------------------------------------------------------------------ results
 with results_tab:
     show_results(report, template, workspace)
+    show_external(settings, store, chosen, workspace)
 
 
 # ------------------------------------------------------------------------------ model card

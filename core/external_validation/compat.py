@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.datasets.catalog import CatalogEntry
+from core.datasets.catalog import CatalogEntry, load_catalog
 from core.datasets.vocabulary import (anatomy_ancestors, canonical_anatomy, canonical_modality,
                                       modality_ancestors)
 from core.jobs.workspace import JobWorkspace
@@ -159,7 +159,21 @@ def check_dataset(facts: ModelFacts, entry: CatalogEntry | None, name: str,
     if card.dimension and facts.dimension and card.dimension != facts.dimension:
         raise ExternalValidationError(f"dimension differs: the model takes {facts.dimension} "
                                       f"images, {card.name!r} holds {card.dimension} images")
+    if card.classes and facts.classes:  # what the card states; the scan's labels decide later
+        _label_mapping(facts, card.name, card.classes)
     return template
+
+
+def _label_mapping(facts: ModelFacts, dataset: str, classes: list[str]) -> dict[str, str]:
+    known = {label_key(c): c for c in facts.classes}
+    mapping = {c: known[label_key(c)] for c in classes if label_key(c) in known}
+    unknown = [c for c in classes if c not in mapping]
+    what = "classes" if facts.template == "diagnosis" else "labelled structures"
+    if unknown:
+        raise ExternalValidationError(
+            f"{dataset!r} has {what} this model does not know: {', '.join(unknown)} (the model "
+            f"knows {', '.join(facts.classes)}); an external set must use the model's {what}")
+    return mapping
 
 
 def check_labels(facts: ModelFacts, dataset: str, classes: list[str], dimension: str,
@@ -169,14 +183,8 @@ def check_labels(facts: ModelFacts, dataset: str, classes: list[str], dimension:
     if dimension and facts.dimension and dimension != facts.dimension:
         raise ExternalValidationError(f"dimension differs: the model takes {facts.dimension} "
                                       f"images, {dataset!r} holds {dimension} images")
-    known = {label_key(c): c for c in facts.classes}
-    mapping = {c: known[label_key(c)] for c in classes if label_key(c) in known}
-    unknown = [c for c in classes if c not in mapping]
+    mapping = _label_mapping(facts, dataset, classes)
     what = "classes" if facts.template == "diagnosis" else "labelled structures"
-    if unknown:
-        raise ExternalValidationError(
-            f"{dataset!r} has {what} this model does not know: {', '.join(unknown)} (the model "
-            f"knows {', '.join(facts.classes)}); an external set must use the model's {what}")
     if not mapping:
         raise ExternalValidationError(f"{dataset!r} has no {what} the scan could read")
     if facts.template == "segmentation" and len(set(mapping.values())) != len(facts.classes):
@@ -189,3 +197,21 @@ def check_labels(facts: ModelFacts, dataset: str, classes: list[str], dimension:
             f"this model is {'multi' if facts.multi_label else 'single'}-label and {dataset!r} "
             f"is {'multi' if multi_label else 'single'}-label (one class per image or several)")
     return mapping
+
+
+def candidate_datasets(settings, facts: ModelFacts) -> tuple[list[str], dict[str, str]]:
+    """The available registered datasets this model may be scored on, by what their datacards
+    say (the labels are checked when the folder is read), and why each other one may not."""
+    fits, refused = [], {}
+    entries = [e for e in load_catalog(settings) if e.available]
+    names = [e.card.name for e in entries]
+    for entry in entries:
+        if entry.card.name.lower() == (facts.dataset or "").lower():
+            continue
+        try:
+            check_dataset(facts, entry, entry.card.name, names)
+        except ExternalValidationError as exc:
+            refused[entry.card.name] = str(exc)
+        else:
+            fits.append(entry.card.name)
+    return fits, refused

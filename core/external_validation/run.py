@@ -277,11 +277,13 @@ def past_evaluations(workspace: str | Path) -> list[dict]:
     return sorted(reports, key=lambda r: -float(r.get("created_at") or 0))
 
 
-def recorded_evaluations(store: Store, since: float = 0.0, limit: int = 50) -> list[dict]:
-    """Finished external evaluations from the audit log (oldest first), each with its report;
-    those whose report is gone are left out."""
-    rows = store.rows("select ts, actor, target, detail from audit where action = ? and ts >= ? "
-                      "order by ts desc limit ?", [AUDIT_ACTION, since, limit])
+def recorded_evaluations(store: Store, actor: str, since: float = 0.0,
+                         limit: int = 50) -> list[dict]:
+    """The external evaluations ``actor`` asked for, from the audit log (oldest first), each
+    with its report; those whose report is gone are left out."""
+    rows = store.rows("select ts, actor, target, detail from audit where action = ? and "
+                      "actor = ? and ts >= ? order by ts desc limit ?",
+                      [AUDIT_ACTION, actor, since, limit])
     out = []
     for row in reversed(rows):
         try:
