@@ -211,6 +211,16 @@ def test_first_time_user_registers_asks_approves_and_opens_the_model(browser_pat
                 .to_be_visible(timeout=60_000)
             expect(page.get_by_test_id("stMain").get_by_text(
                 "For research use only", exact=False).first).to_be_visible()
+            # the decision: sensitivity/specificity at the threshold, and the calibration
+            for label in ("Sensitivity", "Specificity"):
+                expect(page.get_by_test_id("stMetricLabel").filter(has_text=label).first) \
+                    .to_be_visible(timeout=60_000)
+            main = page.get_by_test_id("stMain")
+            expect(main.get_by_text("Decision at the threshold").first).to_be_visible()
+            expect(main.get_by_text("when its calibrated probability is at least",
+                                    exact=False).first).to_be_visible()
+            expect(main.locator(".js-plotly-plot").filter(
+                has_text="Reliability diagram").first).to_be_visible(timeout=60_000)
             shots.append(_shot(page, "6_models"))
             for name in ("preview", "settings"):
                 page.goto(f"{url}/{name}")

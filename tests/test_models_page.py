@@ -18,6 +18,7 @@ from pydicom.data import get_testdata_file
 from streamlit.testing.v1 import AppTest
 
 import core
+from core.evaluation.calibration import apply_temperature
 from core.viewing.inference import check_upload, predict, predict_upload, saved_upload
 from core.viewing.model_loading import InferenceError, load_model, model_template
 from core.viewing.model_views import (detection_curves, diagnosis_roc, downloads, headline,
@@ -204,8 +205,15 @@ def test_diagnosis_inference_matches_the_templates_own_predictions(trained):
     probs = np.array(list(pred.probabilities.values()))
     assert list(pred.probabilities) == ["NORMAL", "PNEUMONIA"] and probs.shape == (2,)
     assert abs(probs.sum() - 1.0) < 1e-5 and (probs >= 0).all()
+    # the template wrote the network's raw probabilities; the model gives them calibrated
     written = json.loads((ws / "Logout" / "predictions.json").read_text())[ref]
-    np.testing.assert_allclose(probs, written, atol=1e-5)
+    report = json.loads((ws / "report.json").read_text())
+    temperature = report["decision"]["temperature"]
+    assert temperature == pytest.approx(json.loads(
+        (ws / "Logout" / "train_summary.json").read_text())["temperature"], rel=1e-4)
+    np.testing.assert_allclose(probs, apply_temperature(np.array([written]), temperature,
+                                                        False)[0], atol=1e-5)
+    assert pred.decision == report["decision"]
     assert pred.image.shape == read_image(ref)[0].shape[1:]
     # a DICOM radiograph (suffix-less file) goes through the same preprocessing
     dicom = predict_upload(model, trained["home"], upload(CR_FILE))
@@ -225,8 +233,11 @@ def test_diagnosis_inference_matches_the_templates_own_predictions(trained):
 def test_diagnosis_roc_agrees_with_the_evaluator(trained):
     ws = workspace(trained, "diagnosis")
     report = json.loads((ws / "report.json").read_text())
-    curves = diagnosis_roc(ws)
-    assert list(curves) == ["PNEUMONIA"]  # two classes: one curve, second class positive
+    assert report["decision"]["positive_class"] == "PNEUMONIA"
+    curves = diagnosis_roc(ws, "NORMAL")
+    assert list(curves) == ["NORMAL"]  # two classes: one curve, for the class asked for
+    curves = diagnosis_roc(ws, report["decision"]["positive_class"])
+    assert list(curves) == ["PNEUMONIA"]
     curve = curves["PNEUMONIA"]
     assert curve["fpr"][0] == 0 and curve["tpr"][-1] == 1 and len(curve["fpr"]) == \
         len(curve["tpr"])
@@ -280,7 +291,8 @@ def test_page_shows_each_model_with_charts_card_and_downloads(trained, models_ho
     assert len(overview) == 5
     assert set(overview["Main metric"]) == {"AUC", "Dice (mean)", "mAP@0.5", "ROUGE-L"}
     expected = {
-        "diagnosis": (["AUC", "Accuracy", "F1 (macro)"], 2, {"TorchScript model", "ONNX model"}),
+        "diagnosis": (["AUC", "Accuracy", "Sensitivity", "Specificity", "F1 (macro)"], 3,
+                      {"TorchScript model", "ONNX model"}),
         "segmentation": (["Dice (mean)", "HD95 (mm)"], 2, {"TorchScript model", "ONNX model"}),
         "detection": (["mAP@0.5", "Image AUC"], 0, {"Model weights (safetensors)",
                                                    "Detector configuration"}),
@@ -318,7 +330,7 @@ def test_page_upload_wrong_type_errors_and_png_gives_probabilities(trained, mode
     at.file_uploader[0].set_value((Path(ref).name, Path(ref).read_bytes(), "image/png")).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error
-    assert "Most likely class" in texts(at)
+    assert "Model's decision" in texts(at) and "threshold" in texts(at)
     assert len(at.get("plotly_chart")) == charts + 2  # the image and the probabilities
 
     # a CT volume (NIfTI) for the 3D segmentation model: a slice slider and volumes in ml

@@ -88,7 +88,10 @@ def train_and_evaluate(settings, store, datapath: Path, job_id: str, **overrides
     summary = json.loads((logout / "train_summary.json").read_text())
     assert Path(summary["model_path"]).exists()
     names = {row["name"] for row in channel_metrics(logout)}
-    assert {"loss", "learning_rate", "eval_dice"} <= names, names
+    assert {"loss", "learning_rate", "eval_dice", "eval_loss", "eval_selection"} <= names, names
+    # the kept epoch is the one with the best Dice (loss as tie-break), and the summary says so
+    kept = max(summary["val_history"], key=lambda row: row[1])
+    assert summary["epoch_kept"] == kept[0] and f"kept epoch {kept[0]:g}" in summary["selection"]
     report = evaluate_segmentation(datapath, logout / "predictions.json")
     print(f"\n{job_id}: {seconds:.0f} s wall, {summary['global_step']} steps, "
           f"epochs {summary['epochs_run']:.1f}, stop: {summary['stop_reason']}, "

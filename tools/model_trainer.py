@@ -104,10 +104,12 @@ class RunTraining(M3Tool):
 
     def summarise(self, result: dict) -> str:
         s = result["summary"]
-        best = s["best_val_metric"]
-        best = f"{best:.3f}" if isinstance(best, (int, float)) else "n/a"
-        return (f"{s['epochs_run']:.0f} epochs in {s['seconds']:.0f} s, best val {best}, "
-                f"{s['stop_reason']}")
+        if s.get("selection"):  # "kept epoch 9: best validation loss (0.18)"
+            kept = s["selection"]
+        else:
+            best = s["best_val_metric"]
+            kept = f"best val {best:.3f}" if isinstance(best, (int, float)) else "best val n/a"
+        return f"{s['epochs_run']:.0f} epochs in {s['seconds']:.0f} s, {kept}, {s['stop_reason']}"
 
 
 class EvaluateModel(M3Tool):

@@ -21,6 +21,7 @@ VAL_FRACTION = 0.15
 # validation patients per class at least (never over a quarter of the class): a handful of easy
 # validation images saturates a metric and cannot tell epochs apart
 VAL_FLOOR_PER_CLASS = 15
+VAL_FLOOR_CASES = 3  # segmentation: whole validation cases at least (sliding-window Dice each)
 MIN_EPOCHS = 5  # early stopping never stops before this many epochs (or the planned ones)
 DDP_TEMPLATES = {"diagnosis"}  # multi-process (torchrun) training tested with gloo on CPU
 STOP_GRACE_S = 60  # how long a stopped child may take to save its best model and predict

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from core.config.training_defaults import (DDP_TEMPLATES, DEFAULT_SEED, DEFAULT_TIME_BUDGET_S,
                                            DEFAULT_TRAINING, MIN_EPOCHS, NNUNET_CPU_WORKERS,
-                                           VAL_FLOOR_PER_CLASS, VAL_FRACTION, default_epochs)
+                                           VAL_FLOOR_CASES, VAL_FLOOR_PER_CLASS, VAL_FRACTION,
+                                           default_epochs)
 from core.datasets.datacards import write_json_atomic
 from core.jobs.workspace import JobWorkspace
 from core.planning.plan_edits import user_edits
@@ -86,6 +87,7 @@ def build_train_config(ws: JobWorkspace, job_id: str, network: str | None = None
         "time_budget_s": plan.get("time_budget_s", DEFAULT_TIME_BUDGET_S),
         "device": plan.get("device", "auto"), "pretrained_path": pretrained_path,
         "val_fraction": VAL_FRACTION, "val_floor_per_class": VAL_FLOOR_PER_CLASS,
+        "val_floor_cases": VAL_FLOOR_CASES,
         "min_epochs": min(MIN_EPOCHS, int(epochs)), "num_processes": num_processes}
     if engine:
         config["engine"] = engine

@@ -13,7 +13,8 @@ from core.store.db import Store
 from core.training.channel import MetricsTail
 from core.training.launch import training_command
 
-SUMMARY_KEYS = ("network", "epochs_run", "best_val_metric", "stop_reason", "seconds", "device")
+SUMMARY_KEYS = ("network", "epochs_run", "best_val_metric", "val_metric", "epoch_kept",
+                "selection", "stop_reason", "seconds", "device")
 
 
 class TrainingError(RuntimeError):

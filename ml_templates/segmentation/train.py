@@ -24,12 +24,13 @@ import sys
 import time
 
 import torch
-from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
-from ml_templates.common.callbacks import ChannelCallback
+from ml_templates.common.accelerate import device_options
+from ml_templates.common.callbacks import ChannelCallback, SelectionCallback
 from ml_templates.common.export import export_model
 from ml_templates.common.entry import start_run
-from ml_templates.segmentation.inference import predict_dataset, validation_dice
+from ml_templates.segmentation.inference import predict_dataset, selection_score, validation_dice
 from ml_templates.segmentation.model import DEFAULT_CPU, DOWNSAMPLING, SegmentationModel
 
 
@@ -38,8 +39,10 @@ def case_key(item: dict) -> str:
     return str(path[0] if isinstance(path, (list, tuple)) else path)
 
 
-def validation_items(items: list, groups: dict, fraction: float, seed: int) -> tuple[list, list]:
-    """Hold out ~fraction of the patients (groups of cases), at least one when there are two."""
+def validation_items(items: list, groups: dict, fraction: float, seed: int,
+                     floor: int = 0) -> tuple[list, list]:
+    """Hold out ~fraction of the patients (groups of cases), at least one when there are two,
+    at least ``floor`` when that leaves three quarters for training."""
     by_group: dict[str, list] = {}
     for item in items:
         by_group.setdefault(str(groups.get(case_key(item), case_key(item))), []).append(item)
@@ -47,7 +50,8 @@ def validation_items(items: list, groups: dict, fraction: float, seed: int) -> t
     if len(names) < 2:
         return items, []
     random.Random(seed).shuffle(names)
-    n_val = min(len(names) - 1, max(1, round(len(names) * fraction)))
+    n_val = min(len(names) - 1, max(1, round(len(names) * fraction),
+                                    min(floor, len(names) // 4)))
     val = [it for g in names[:n_val] for it in by_group[g]]
     train = [it for g in names[n_val:] for it in by_group[g]]
     return train, val
@@ -59,7 +63,8 @@ def collate(batch: list[dict]) -> dict:
 
 
 class SegmentationTrainer(Trainer):
-    """Evaluation = sliding-window Dice on whole validation images (not the patch loss)."""
+    """Evaluation = sliding-window Dice and loss on whole validation images (not the patch loss);
+    ``eval_selection`` ranks epochs by Dice with the loss as tie-break."""
 
     def __init__(self, *args, roi_size=None, num_classes: int = 2, **kwargs):
         super().__init__(*args, **kwargs)
@@ -71,6 +76,9 @@ class SegmentationTrainer(Trainer):
         result = validation_dice(self.model, dataset, self.roi_size, self.num_classes,
                                  self.args.device)
         metrics = {f"{metric_key_prefix}_dice": result["dice"],
+                   f"{metric_key_prefix}_loss": result["loss"],
+                   f"{metric_key_prefix}_selection": selection_score(result["dice"],
+                                                                      result["loss"]),
                    **{f"{metric_key_prefix}_dice_class{k + 1}": v
                       for k, v in enumerate(result["per_class"])},
                    f"{metric_key_prefix}_runtime": time.time() - started}
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     split_path = datapath / "split.json"
     groups = json.loads(split_path.read_text()).get("groups", {}) if split_path.exists() else {}
     train_items, val_items = validation_items(index, groups, float(cfg.get("val_fraction", 0.15)),
-                                              seed)
+                                              seed, int(cfg.get("val_floor_cases", 0)))
     train_ds = dl.SegmentationDataset("train", augment=True, datapath=str(datapath),
                                       items=train_items)
     val_ds = dl.SegmentationDataset("train", augment=False, datapath=str(datapath),
@@ -124,21 +132,25 @@ def main(argv: list[str] | None = None) -> int:
                               pretrained_path=cfg.get("pretrained_path"))
     use_cpu = cfg.get("device", "auto") == "cpu" or not torch.cuda.is_available()
     batch_size = int(cfg.get("batch_size", 4))
+    epochs = float(cfg.get("epochs", 20))
+    accel = device_options(cfg, use_cpu)  # mixed precision and cuDNN autotuning on a GPU
     args = TrainingArguments(
-        output_dir=str(out / "checkpoints"), num_train_epochs=float(cfg.get("epochs", 20)),
+        output_dir=str(out / "checkpoints"), num_train_epochs=epochs,
         per_device_train_batch_size=batch_size, per_device_eval_batch_size=1,
+        bf16=accel["bf16"], fp16=accel["fp16"],
         learning_rate=float(cfg.get("learning_rate", 1e-3)),
         weight_decay=float(cfg.get("weight_decay", 1e-5)), lr_scheduler_type="cosine",
         warmup_steps=int(cfg.get("warmup_steps", 5)), eval_strategy="epoch",
         save_strategy="epoch", save_total_limit=2, load_best_model_at_end=True,
-        metric_for_best_model="dice", greater_is_better=True,
+        metric_for_best_model="selection", greater_is_better=True,
         logging_steps=int(cfg.get("logging_steps", 5)), report_to="none", use_cpu=use_cpu,
         dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed, data_seed=seed,
         remove_unused_columns=False, disable_tqdm=True)
     channel_cb = ChannelCallback(cfg)
-    callbacks = [channel_cb]
-    if cfg.get("early_stopping_patience"):
-        callbacks.append(EarlyStoppingCallback(int(cfg["early_stopping_patience"])))
+    selection = SelectionCallback("selection", True, cfg.get("early_stopping_patience"),
+                                  min(int(cfg.get("min_epochs", 5)), int(epochs)),
+                                  description="validation Dice (loss breaks ties)")
+    callbacks = [channel_cb, selection]
     trainer = SegmentationTrainer(model=model, args=args, train_dataset=train_ds,
                                   eval_dataset=val_ds, data_collator=collate, callbacks=callbacks,
                                   roi_size=roi, num_classes=num_classes)
@@ -159,11 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         "model_path": str(model_dir / "model.safetensors"), "network": network,
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "epochs_run": trainer.state.epoch, "global_step": trainer.state.global_step,
-        "best_val_metric": trainer.state.best_metric, "val_metric": "dice",
+        "best_val_metric": trainer.state.best_metric, "val_metric": "selection",
         "best_checkpoint": trainer.state.best_model_checkpoint,
-        "train_loss": result.training_loss, "stop_reason": channel_cb.stop_reason or "completed",
+        "train_loss": result.training_loss,
+        "stop_reason": selection.stop_reason(channel_cb.stop_reason), **selection.summary(),
         "seconds": time.time() - started, "train_seconds": trained_s,
-        "device": str(trainer.args.device), "seed": seed, "num_train": len(train_items),
+        "train_samples_per_second": result.metrics.get("train_samples_per_second"),
+        "device": str(trainer.args.device), "precision": accel["precision"], "seed": seed, "num_train": len(train_items),
         "num_val": len(val_items), "num_test": len(test_ds), "roi_size": roi,
         "spatial_dims": int(dl.SPATIAL_DIMS), "pixdim": dl.PIXDIM,
         "in_channels": int(dl.IN_CHANNELS), "num_classes": num_classes,
