@@ -106,6 +106,12 @@ def test_cli_scores_the_model_on_the_second_hospital(ext, evaluated):
     assert {"auc", "accuracy", "f1_macro"} <= set(rows)
     assert rows["auc"]["external"] == pytest.approx(external["metrics"]["auc"])
     assert report["research_only"].startswith("For research use only")
+    # the model's own decision (threshold and temperature chosen on its validation set) decides
+    stored = json.loads((ext["settings"].jobs_dir / ext["job_id"] / "report.json").read_text())
+    if (stored.get("decision") or {}).get("threshold") is not None:
+        assert report["decision"]["applied"] == "stored"
+        assert external["decision"]["threshold"] == stored["decision"]["threshold"]
+        assert external["decision"]["source"] == "stored"
     # written inside the model's job folder, never into the dataset; recorded by this process
     folder = Path(report["folder"])
     assert folder.parent == ext["settings"].jobs_dir / ext["job_id"] / "external"
