@@ -126,6 +126,14 @@ def show_detection(report: dict) -> None:
     else:
         st.caption("No precision–recall curve: no class has both true boxes in the test set "
                    "and boxes predicted by the model.")
+    if report.get("operating_point"):
+        st.markdown("**Boxes at the threshold**")
+        st.markdown(operating_point_text(report))
+        st.dataframe(pd.DataFrame(operating_point_rows(report)), hide_index=True,
+                     width="stretch",
+                     column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                    for c in ("Test", "95% CI low", "95% CI high",
+                                              "Validation")})
     rows = detection_rows(report)
     if rows:
         st.markdown("**Per class**")

@@ -77,8 +77,12 @@ def show_mask(pred, key: str) -> None:
 def show_boxes(pred, key: str) -> None:
     image = pred.image
     dims = image.ndim
-    threshold = st.slider("Show boxes with a score of at least", 0.0, 1.0, 0.5, 0.05,
-                          key=f"{key}-score")
+    chosen = (pred.decision or {}).get("score_threshold")
+    threshold = st.slider("Show boxes with a score of at least", 0.0, 1.0,
+                          round(float(chosen), 3) if chosen is not None else 0.5, 0.01,
+                          key=f"{key}-score",
+                          help="Starts at the model's threshold, chosen on the validation "
+                               "images (highest F1 of boxes)." if chosen is not None else None)
     kept = boxes_at_least(pred.boxes, threshold)
     depth = depth_of(image)
     k = slice_index(f"{key}-slice", depth, first_box_slice(kept, dims, depth))

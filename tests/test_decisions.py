@@ -253,3 +253,54 @@ def test_plan_reads_and_edits_the_operating_point(settings):
     with pytest.raises(PlanEditError, match="diagnosis only"):
         validate_edits(settings, {**plan, "template": "segmentation", "task": "segmentation"},
                        {"operating_point": "95% sensitivity"})
+
+
+def test_detection_score_threshold_is_chosen_on_validation(tmp_path):
+    from core.evaluation.detection import evaluate_detection
+
+    rng = np.random.default_rng(4)
+
+    def split(name: str, n: int) -> tuple[list, list]:
+        index, preds = [], []
+        for i in range(n):
+            x, y = (float(v) for v in rng.integers(5, 40, 2))
+            truth = [[x, y, x + 12, y + 12]] if i % 3 else []
+            boxes, scores = [], []
+            if truth:  # the true box found with a middling score
+                boxes.append([x + 1, y, x + 13, y + 12])
+                scores.append(float(rng.uniform(0.3, 0.6)))
+            for _ in range(2):  # false alarms, all under 0.25
+                fx, fy = (float(v) for v in rng.integers(60, 90, 2))
+                boxes.append([fx, fy, fx + 8, fy + 8])
+                scores.append(float(rng.uniform(0.02, 0.25)))
+            key = f"/data/{name}/{i}.png"
+            index.append({"image_path": key, "boxes": truth, "labels": ["nodule"] * len(truth)})
+            preds.append({"image_path": key, "boxes": boxes, "scores": scores,
+                          "labels": ["nodule"] * len(boxes)})
+        return index, preds
+    dp = tmp_path / "Datapath"
+    dp.mkdir()
+    val_index, val_preds = split("train", 30)
+    test_index, test_preds = split("test", 30)
+    (dp / "train.json").write_text(json.dumps(val_index))
+    (dp / "test.json").write_text(json.dumps(test_index))
+    (dp / "label_dict.json").write_text(json.dumps({"nodule": 0}))
+    (tmp_path / "predictions.json").write_text(json.dumps(test_preds))
+    (tmp_path / "val_predictions.json").write_text(json.dumps(val_preds))
+    report = evaluate_detection(dp, tmp_path / "predictions.json", n_boot=200)
+    point = report["operating_point"]
+    assert 0.25 < point["threshold"] < 0.3 and report["decision"]["source"] == "validation"
+    assert point["test"]["precision"] == 1.0 and point["test"]["recall"] == 1.0
+    assert point["validation"]["f1"] == 1.0 and point["num_val"] == 30
+    assert point["ci95"]["recall"][0] <= 1.0
+    # without validation predictions the stored threshold is applied; a leak is refused
+    (tmp_path / "val_predictions.json").unlink()
+    stored = evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50,
+                                decision={"score_threshold": 0.1})
+    assert stored["operating_point"]["source"] == "stored"
+    assert stored["operating_point"]["test"]["precision"] < 0.6
+    assert evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50)[
+        "operating_point"] is None
+    (tmp_path / "val_predictions.json").write_text(json.dumps(test_preds[:3]))
+    with pytest.raises(EvaluationError, match="are test images"):
+        evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50)

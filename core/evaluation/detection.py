@@ -1,6 +1,7 @@
 """Detection evaluator: mean average precision at IoU 0.5 (mAP50) over classes, per-class AP and
 precision-recall curves, image-level AUC (abnormal vs normal from each image's highest box
-score), 95% bootstrap CIs over test images. Ground truth is read from ``test.json``; every test
+score), 95% bootstrap CIs over test images, and the boxes' score threshold chosen on validation
+with its precision, recall and F1 on test (core.evaluation.detection_threshold). Ground truth is read from ``test.json``; every test
 image needs a prediction entry (an empty ``boxes`` list for "nothing found").
 
 Matching and AP are MONAI's (``monai.apps.detection.metrics``: ``matching_batch`` with
@@ -22,6 +23,10 @@ from monai.data.box_utils import box_iou
 from sklearn.metrics import roc_auc_score
 
 from core.evaluation.common import EvaluationError, bootstrap_ci, file_sha256
+from core.evaluation.detection_threshold import (box_hits, choose_score_threshold,
+                                                 score_operating_point)
+
+VAL_PREDICTIONS = "val_predictions.json"
 
 IOU, MAX_DET = 0.5, 100
 
@@ -123,27 +128,30 @@ def _labels(names: list, label_dict: dict, what: str) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def _load(datapath: Path, predictions_path: Path):
-    test = json.loads((datapath / "test.json").read_text())
-    label_dict = json.loads((datapath / "label_dict.json").read_text())
+def _read_predictions(path: Path, what: str = "predictions") -> list:
     try:
-        raw = json.loads(Path(predictions_path).read_text())
+        raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise EvaluationError(f"cannot read predictions {predictions_path}: {exc}") from exc
+        raise EvaluationError(f"cannot read {what} {path}: {exc}") from exc
     if not isinstance(raw, list) or not all(isinstance(p, dict) and "image_path" in p for p in raw):
-        raise EvaluationError("predictions must be a list of {image_path, boxes, scores, labels}")
+        raise EvaluationError(f"{what} must be a list of {{image_path, boxes, scores, labels}}")
+    return raw
+
+
+def _pairs(index: list, raw: list, label_dict: dict, split: str = "test"):
+    """Ground truth and predictions of every image of ``index``, as arrays; the box width."""
     by_key = {_key(p["image_path"]): p for p in raw}
-    missing = [t["image_path"] for t in test if _key(t["image_path"]) not in by_key]
+    missing = [t["image_path"] for t in index if _key(t["image_path"]) not in by_key]
     if missing:
-        raise EvaluationError(f"{len(missing)} of {len(test)} test images have no prediction, "
-                              f"e.g. {missing[0]}")
-    widths = {len(b) for entry in list(test) + raw for b in entry.get("boxes") or []}
+        raise EvaluationError(f"{len(missing)} of {len(index)} {split} images have no "
+                              f"prediction, e.g. {missing[0]}")
+    widths = {len(b) for entry in list(index) + raw for b in entry.get("boxes") or []}
     if len(widths) > 1 or widths - {4, 6}:
         raise EvaluationError(f"boxes must all have 4 (2D) or 6 (3D) coordinates, got {widths}")
     width = widths.pop() if widths else 4
     gt, preds = [], []
-    for t in test:
-        p, what = by_key[_key(t["image_path"])], f"test image {t['image_path']}"
+    for t in index:
+        p, what = by_key[_key(t["image_path"])], f"{split} image {t['image_path']}"
         gt.append({"boxes": _array(t.get("boxes"), width, what),
                    "labels": _labels(t.get("labels") or [], label_dict, what)})
         pred = {"boxes": _array(p.get("boxes"), width, f"prediction for {t['image_path']}"),
@@ -153,16 +161,48 @@ def _load(datapath: Path, predictions_path: Path):
             raise EvaluationError(f"prediction for {t['image_path']}: boxes, scores and labels "
                                   "must have the same length")
         if len(gt[-1]["boxes"]) != len(gt[-1]["labels"]):
-            raise EvaluationError(f"{what}: boxes and labels differ in length in test.json")
+            raise EvaluationError(f"{what}: boxes and labels differ in length in the index")
         preds.append(pred)
+    return gt, preds, width
+
+
+def _load(datapath: Path, predictions_path: Path):
+    test = json.loads((datapath / "test.json").read_text())
+    label_dict = json.loads((datapath / "label_dict.json").read_text())
+    gt, preds, width = _pairs(test, _read_predictions(predictions_path), label_dict)
     return test, label_dict, gt, preds, width // 2
 
 
+def _validation_hits(datapath: Path, path: Path, test: list, label_dict: dict, coco):
+    """Box hits of the validation predictions the template wrote (None when it wrote none);
+    they must name training images only."""
+    if not path.is_file():
+        return None
+    raw = _read_predictions(path, "validation predictions")
+    train_path = datapath / "train.json"
+    train = {_key(t["image_path"]): t for t in json.loads(train_path.read_text())} \
+        if train_path.exists() else {}
+    keys = {_key(p["image_path"]) for p in raw}
+    leaked = keys & {_key(t["image_path"]) for t in test}
+    if leaked:
+        raise EvaluationError(f"{len(leaked)} validation prediction(s) are test images (e.g. "
+                              f"{sorted(leaked)[0]}): the score threshold must not see test data")
+    unknown = keys - set(train)
+    if unknown:
+        raise EvaluationError(f"{len(unknown)} validation prediction(s) are not training images "
+                              f"of this index, e.g. {sorted(unknown)[0]}")
+    gt, preds, _ = _pairs([train[k] for k in sorted(keys)], raw, label_dict, "validation")
+    return box_hits(match(gt, preds, coco), [len(g["labels"]) for g in gt])
+
+
 def evaluate_detection(datapath: str | Path, predictions_path: str | Path,
-                       n_boot: int = 1000) -> dict:
-    """Score ``[{"image_path", "boxes", "scores", "labels"}]`` against ``test.json``."""
-    datapath = Path(datapath)
-    test, label_dict, gt, preds, dims = _load(datapath, Path(predictions_path))
+                       n_boot: int = 1000, val_predictions_path: str | Path | None = None,
+                       decision: dict | None = None) -> dict:
+    """Score ``[{"image_path", "boxes", "scores", "labels"}]`` against ``test.json``. The
+    boxes' score threshold comes from the validation predictions (default:
+    ``val_predictions.json`` beside the predictions), else from a stored ``decision``."""
+    datapath, predictions_path = Path(datapath), Path(predictions_path)
+    test, label_dict, gt, preds, dims = _load(datapath, predictions_path)
     names = sorted(label_dict, key=label_dict.get)
     coco = _coco(names)
     matches = match(gt, preds, coco)
@@ -186,8 +226,19 @@ def evaluate_detection(datapath: str | Path, predictions_path: str | Path,
         curves[name] = _pr_curve(matches, c, num_gt)
     metrics = {"map50": None if map50 != map50 else map50,
                "image_auc": None if image_auc != image_auc else image_auc}
+    val_hits = _validation_hits(datapath, Path(val_predictions_path) if val_predictions_path
+                                else predictions_path.with_name(VAL_PREDICTIONS), test,
+                                label_dict, coco)
+    threshold, source = (choose_score_threshold(val_hits), "validation") if val_hits else \
+        ((decision or {}).get("score_threshold"), "stored")
+    point = None
+    if threshold is not None:
+        test_hits = box_hits(matches, [len(g["labels"]) for g in gt])
+        point = score_operating_point(float(threshold), test_hits, val_hits, source, n_boot)
     return {
         "task": "detection", "metrics": metrics, "ci95": ci, "per_class": per_class,
+        "operating_point": point,
+        "decision": {"score_threshold": point["threshold"], "source": source} if point else {},
         "pr_curve": curves, "iou_threshold": IOU, "spatial_dims": dims, "num_test": len(gt),
         "num_test_abnormal": int(abnormal.sum()),
         "num_gt_boxes": int(sum(len(g["labels"]) for g in gt)),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 RATES = (("sensitivity", "Sensitivity"), ("specificity", "Specificity"),
          ("ppv", "PPV (precision)"), ("npv", "NPV"), ("accuracy", "Accuracy"))
+BOX_RATES = (("precision", "Precision (boxes)"), ("recall", "Recall (boxes)"),
+             ("f1", "F1 (boxes)"), ("boxes_per_image", "Boxes shown per image"))
 
 
 def _num(value) -> float | None:
@@ -18,14 +20,18 @@ def operating_point_rows(report: dict) -> list[dict]:
     if not point:
         return []
     test, ci, val = point.get("test") or {}, point.get("ci95") or {}, point.get("validation") or {}
+    rates = BOX_RATES if "precision" in test else RATES
     return [{"Measure": label, "Test": _num(test.get(key)),
              "95% CI low": (ci.get(key) or [None, None])[0],
              "95% CI high": (ci.get(key) or [None, None])[1],
-             "Validation": _num(val.get(key))} for key, label in RATES]
+             "Validation": _num(val.get(key))} for key, label in rates]
 
 
 def operating_point_text(report: dict) -> str:
     point = report.get("operating_point") or {}
+    if point and report.get("task") == "detection":
+        return (f"Shows the boxes scoring at least **{point['threshold']:.3f}** — "
+                f"{point.get('rule_text', '')} ({point.get('num_val', '?')} validation images).")
     if point:
         return (f"Decides **{point['positive_class']}** when its calibrated probability is at "
                 f"least **{point['threshold']:.3f}** — {point.get('rule_text', '')}"

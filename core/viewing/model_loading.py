@@ -169,9 +169,11 @@ def load_model(workspace: str | Path) -> LoadedModel:
     if template == "detection":
         from ml_templates.detection.model import load_detection_model
         model = load_detection_model(model_dir)
+        decision = (_read_json(ws.report) or {}).get("decision")  # the boxes' score threshold
         return LoadedModel(template, ws.root, cfg, model, dl,
                            classes=list(model.detector_config["label_names"]),
-                           spatial_dims=int(dl.SPATIAL_DIMS), in_channels=int(dl.IN_CHANNELS))
+                           spatial_dims=int(dl.SPATIAL_DIMS), in_channels=int(dl.IN_CHANNELS),
+                           extra={"decision": decision} if decision else {})
     if template == "report_generation":
         from ml_templates.report_generation.model import load_trained
         from ml_templates.report_generation.tokenizer import load_tokenizer

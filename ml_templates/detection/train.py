@@ -9,8 +9,9 @@ RetinaNetDetector under the Transformers ``Trainer``: batches are lists of image
 dicts, evaluation is replaced by detection on the validation set (mAP50 each epoch, the metric
 for the best checkpoint and early stopping), losses / learning rate / val mAP50 stream to the
 run channel (ChannelCallback, which also honours a stop request and ``time_budget_s``).
-Afterwards every test image is predicted, boxes are mapped back to the stored image's coordinates
-and written to ``Logout/predictions.json``; ``Logout/model/`` and ``Logout/train_summary.json`` as
+Afterwards every validation and test image is predicted, boxes are mapped back to the stored
+image's coordinates and written to ``Logout/val_predictions.json`` (the evaluator chooses the
+boxes' score threshold on them) and ``Logout/predictions.json``; ``Logout/model/`` and ``Logout/train_summary.json`` as
 the README says. Test metrics come from ``core.evaluation.detection`` afterwards, not from here.
 """
 from __future__ import annotations
@@ -22,10 +23,10 @@ import time
 
 import numpy as np
 import torch
-from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from core.evaluation.detection import detection_metrics
-from ml_templates.common.callbacks import ChannelCallback
+from ml_templates.common.callbacks import ChannelCallback, SelectionCallback
 from ml_templates.detection.model import DEFAULT_CPU, DetectionModel, predict, save_detection_model
 from ml_templates.common.entry import start_run
 
@@ -150,29 +151,35 @@ def main(argv: list[str] | None = None) -> int:
         use_cpu=use_cpu, dataloader_num_workers=int(cfg.get("num_workers", 0)), seed=seed,
         data_seed=seed, remove_unused_columns=False, disable_tqdm=True)
     channel_cb = ChannelCallback(cfg)
-    callbacks = [channel_cb]
-    if cfg.get("early_stopping_patience"):
-        callbacks.append(EarlyStoppingCallback(int(cfg["early_stopping_patience"])))
+    selection = SelectionCallback("map50", True, cfg.get("early_stopping_patience"),
+                                  min(int(cfg.get("min_epochs", 5)), int(cfg.get("epochs", 10))),
+                                  description="validation mAP50")
+    callbacks = [channel_cb, selection]
     trainer = DetectionTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=val_ds,
                                data_collator=collate, callbacks=callbacks, dl=dl, class_names=names)
     checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"))
     result = trainer.train(resume_from_checkpoint=bool(cfg.get("resume")) and bool(checkpoints))
 
     model_path = save_detection_model(model, out / "model")
-    predictions = predict(model, test_ds, dl, trainer.args.device, batch * 2)
-    (out / "predictions.json").write_text(json.dumps([
-        {"image_path": p["image_path"], "boxes": p["boxes"].round(2).tolist(),
-         "scores": p["scores"].round(5).tolist(), "labels": [names[int(c)] for c in p["labels"]]}
-        for p in predictions]))
+
+    def rows(dataset) -> str:
+        return json.dumps([
+            {"image_path": p["image_path"], "boxes": p["boxes"].round(2).tolist(),
+             "scores": p["scores"].round(5).tolist(),
+             "labels": [names[int(c)] for c in p["labels"]]}
+            for p in predict(model, dataset, dl, trainer.args.device, batch * 2)])
+    # validation boxes: the evaluator chooses the score threshold on them, never on test
+    (out / "val_predictions.json").write_text(rows(val_ds))
+    (out / "predictions.json").write_text(rows(test_ds))
     epochs_run = trainer.state.epoch or 0.0
-    stop_reason = channel_cb.stop_reason or (
-        "early stopping" if epochs_run < float(cfg.get("epochs", 10)) - 1e-6 else "completed")
+    stop_reason = selection.stop_reason(channel_cb.stop_reason)
     summary = {
         "model_path": str(model_path), "network": model.detector_config["network"],
         "num_parameters": sum(p.numel() for p in model.parameters()), "epochs_run": epochs_run,
         "global_step": trainer.state.global_step, "best_val_metric": trainer.state.best_metric,
         "best_val_metric_name": "map50", "best_checkpoint": trainer.state.best_model_checkpoint,
-        "train_loss": result.training_loss, "stop_reason": stop_reason,
+        "train_loss": result.training_loss, "stop_reason": stop_reason, **selection.summary(),
+        "train_samples_per_second": result.metrics.get("train_samples_per_second"),
         "seconds": time.time() - started, "device": str(trainer.args.device),
         "num_train": len(train_ds), "num_val": len(val_ds), "num_test": len(test_ds),
         "anchor_shapes": anchors, "spatial_dims": dims, "image_size": list(dl.IMAGE_SIZE),
