@@ -193,8 +193,13 @@ def test_chat_reads_the_request_and_replies_without_a_build_job(ext, evaluated, 
     assert not at.exception, [e.value for e in at.exception]
     assert any("COVID" in e.value for e in at.error), [e.value for e in at.error]
     assert len(store.jobs()) == jobs  # not sent to the build crew
-    # the evaluation the CLI made is no chat exchange; a chat one would be listed here
-    assert not any("Scored" in s.value for s in at.success)
+    assert not any("Scored" in s.value for s in at.success)  # the CLI's run is no chat turn
+    # a finished chat evaluation is kept in the store: a new session shows the exchange
+    from core.external_validation.run import record
+    record(store, evaluated["report"], "chat")
+    at = _app(ext, monkeypatch)
+    assert any("Scored" in s.value and HOSPITAL_B in s.value for s in at.success)
+    assert {"AUC", "Accuracy"} <= set(at.dataframe[-1].value["Metric"])
 
 
 # ------------------------------------------------------------------------------ no model needed

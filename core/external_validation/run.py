@@ -106,8 +106,9 @@ def _model_index(facts: ModelFacts, run: ExternalRun, template: str,
     write_json_atomic(path, test)
 
 
-def _dataloader(facts: ModelFacts, run: ExternalRun) -> None:
-    """The job's own dataloader.py and configuration, with DATAPATH pointed at the run."""
+def _dataloader(facts: ModelFacts, run: ExternalRun, allow_pickle: bool) -> None:
+    """The job's own dataloader.py and configuration, with DATAPATH pointed at the run and
+    pickled volumes read only when the external set's own datacard allows it."""
     ws = JobWorkspace(facts.workspace)
     if not ws.dataloader.is_file() or not ws.dataloader_config.is_file():
         raise ExternalValidationError(f"the model's job folder {ws.root} has no "
@@ -115,6 +116,8 @@ def _dataloader(facts: ModelFacts, run: ExternalRun) -> None:
                                       "retrain the model")
     config = {**json.loads(ws.dataloader_config.read_text(encoding="utf-8")),
               "DATAPATH": str(run.datapath)}
+    if "ALLOW_PICKLE" in config or allow_pickle:  # unpickling runs code: the data's card decides
+        config["ALLOW_PICKLE"] = bool(allow_pickle)
     source = ws.dataloader.read_text(encoding="utf-8")
     try:
         (run.datapath / "dataloader.py").write_text(fill_config_block(source, config),
@@ -212,7 +215,7 @@ def evaluate_external(settings, store: Store, model_ref: str, dataset: str,
     try:
         index = write_test_index(scan, run.datapath, template)
         _model_index(facts, run, template, mapping)
-        _dataloader(facts, run)
+        _dataloader(facts, run, entry.card.allow_pickle)
         child = run_child(CHILD, ["--job", str(facts.workspace), "--datapath", str(run.datapath),
                                   "--out", str(run.predictions)], run.log,
                           timeout_s=min(4 * 3600, 300 + 5 * index["num_test"]))
