@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: setup demo run test test-fast m3bench bench clean-venv
+.PHONY: setup demo run test test-fast m3bench bench bench-expert clean-venv
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ m3bench: setup
 # scale bench: scan + index 100,000 synthetic images per layout (FILES=... to change)
 bench: setup
 	$(PY) -m bench.scan_scale --files $(or $(FILES),100000)
+
+# system vs hand-written MONAI expert baselines (and nnU-Net) on 2D/3D diagnosis and 3D
+# segmentation: wall time, metric, accuracy at threshold, samples/s, ECE (QUICK=1: smoke run)
+bench-expert: setup
+	$(PY) -m bench.vs_expert $(if $(QUICK),--quick)
 
 clean-venv:
 	rm -rf $(VENV)

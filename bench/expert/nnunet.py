@@ -92,7 +92,7 @@ def nnunet_env(base: Path, epochs: int, patches_per_epoch: int) -> dict:
     env.update(nnUNet_extTrainer=str(TRAINERS_DIR), nnUNet_def_n_proc=cpus,
                nnUNet_n_proc_DA=cpus, nnUNet_compile="false", BENCH_EPOCHS=str(epochs),
                BENCH_PATCHES_PER_EPOCH=str(patches_per_epoch),
-               PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
     return env
 
 
