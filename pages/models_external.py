@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from core import RESEARCH_ONLY
-from core.external_validation.compat import (ExternalValidationError, candidate_datasets,
-                                             model_facts)
+from core.external_validation.compat import (SUPPORTED_TEMPLATES, ExternalValidationError,
+                                             candidate_datasets, model_facts)
 from core.external_validation.run import past_evaluations
 from core.external_validation.views import fmt_ci, headers, notes, side_by_side
 from crew.external import evaluate_on_dataset
@@ -56,6 +56,10 @@ def show_external(settings, store, model: dict, workspace: Path) -> None:
                "held-out test. Every case of the other dataset is a test case; nothing is "
                "retrained.")
     facts = model_facts(model, store.job(model["job_id"]))
+    if facts.template not in SUPPORTED_TEMPLATES or facts.engine == "nnunet":
+        st.caption("External validation is available for MONAI diagnosis and segmentation "
+                   "models; this one is not scored on other datasets yet.")
+        return
     fits, refused = candidate_datasets(settings, facts)
     if fits:
         left, right = st.columns([3, 1], vertical_alignment="bottom")
