@@ -70,6 +70,13 @@ def test_saturated_ranking_gets_a_decision_at_the_validation_threshold(tmp_path)
     assert sum(map(sum, report["confusion_matrix"]["matrix"])) == 60
     assert report["decision"]["threshold"] == point["threshold"]
     assert report["decision"]["source"] == "validation"
+    from core.jobs.model_card import render_model_card
+    card = render_model_card({"dataset": "CXR", "task": "diagnosis", "dataset_path": "/d"},
+                             report, {"selection": "kept epoch 9: best validation loss (0.18)",
+                                      "network": "densenet_small"}, {})
+    assert f"**PNEUMONIA** when its probability is at least **{point['threshold']:.3f}**" in card
+    assert "Calibration: temperature scaling fitted on validation" in card
+    assert "kept epoch 9" in card
 
 
 def test_target_sensitivity_rule_and_stored_decision(tmp_path):
@@ -293,6 +300,10 @@ def test_detection_score_threshold_is_chosen_on_validation(tmp_path):
     assert point["test"]["precision"] == 1.0 and point["test"]["recall"] == 1.0
     assert point["validation"]["f1"] == 1.0 and point["num_val"] == 30
     assert point["ci95"]["recall"][0] <= 1.0
+    from core.jobs.model_card import render_model_card
+    card = render_model_card({"dataset": "Nod", "task": "detection", "dataset_path": "/d"},
+                             report, {}, {})
+    assert f"score at least **{point['threshold']:.3f}**" in card and "recall 1.000" in card
     # without validation predictions the stored threshold is applied; a leak is refused
     (tmp_path / "val_predictions.json").unlink()
     stored = evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50,
@@ -304,3 +315,29 @@ def test_detection_score_threshold_is_chosen_on_validation(tmp_path):
     (tmp_path / "val_predictions.json").write_text(json.dumps(test_preds[:3]))
     with pytest.raises(EvaluationError, match="are test images"):
         evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50)
+
+
+def test_fast_metrics_equal_scikit_learn():
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from core.evaluation.diagnosis import diagnosis_metrics, multi_label_metrics
+    rng = np.random.default_rng(9)
+    for n_classes in (2, 3, 5):
+        y = rng.integers(0, n_classes, 200)
+        p = rng.dirichlet(np.ones(n_classes), 200).round(2) + 1e-3  # rounded: many ties
+        p /= p.sum(axis=1, keepdims=True)
+        m = diagnosis_metrics(y, p, n_classes)
+        assert m["f1_macro"] == pytest.approx(f1_score(y, p.argmax(1), average="macro",
+                                                       labels=list(range(n_classes)),
+                                                       zero_division=0))
+        expected = roc_auc_score(y, p[:, 1]) if n_classes == 2 else roc_auc_score(
+            y, p, multi_class="ovr", average="macro")
+        assert m["auc"] == pytest.approx(expected)
+    assert np.isnan(diagnosis_metrics(np.zeros(5, int), np.full((5, 3), 1 / 3), 3)["auc"])
+    truth = rng.integers(0, 2, (150, 4))
+    probs = rng.random((150, 4)).round(1)
+    m = multi_label_metrics(truth, probs)
+    assert m["f1_macro"] == pytest.approx(f1_score(truth, probs >= 0.5, average="macro",
+                                                   zero_division=0))
+    assert m["auc"] == pytest.approx(np.mean([roc_auc_score(truth[:, c], probs[:, c])
+                                              for c in range(4)]))

@@ -61,12 +61,16 @@ def _decision(report: dict) -> str:
     """The operating point and calibration of a diagnosis model, for the card."""
     point, cal = report.get("operating_point"), report.get("calibration") or {}
     lines = []
-    if point:
-        test, ci = point["test"], point.get("ci95") or {}
+    test, ci = (point or {}).get("test") or {}, (point or {}).get("ci95") or {}
 
-        def rate(key: str) -> str:
-            band = f" ({_fmt(ci[key][0])} – {_fmt(ci[key][1])})" if ci.get(key) else ""
-            return f"{key} {_fmt(test.get(key))}{band}"
+    def rate(key: str) -> str:
+        band = f" ({_fmt(ci[key][0])} – {_fmt(ci[key][1])})" if ci.get(key) else ""
+        return f"{key} {_fmt(test.get(key))}{band}"
+    if point and report.get("task") == "detection":
+        lines.append(f"- Boxes shown: score at least **{point['threshold']:.3f}** "
+                     f"({point.get('rule_text', '')}). At this threshold on the test set: "
+                     + ", ".join(rate(k) for k in ("precision", "recall", "f1")) + ".")
+    elif point:
         lines.append(f"- Decision: **{point['positive_class']}** when its probability is at "
                      f"least **{point['threshold']:.3f}** ({point.get('rule_text', '')}). At this "
                      "threshold on the test set: "
@@ -86,7 +90,8 @@ def _decision(report: dict) -> str:
         else:
             lines.append(f"- Calibration: not fitted ({cal.get('note') or cal.get('method')}); "
                          f"expected calibration error on test {_fmt(cal.get('ece_after'))}.")
-    return ("\n## Decisions and calibration\n" + "\n".join(lines) + "\n") if lines else ""
+    title = "Decisions" + (" and calibration" if cal else "")
+    return (f"\n## {title}\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def _selection(summary: dict) -> str:
