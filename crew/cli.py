@@ -4,7 +4,7 @@
                                  [--interpretation N]
                             [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
-                         [--epochs N] [--time-budget MIN]
+                         [--epochs N] [--time-budget MIN] [--operating-point RULE]
     python -m crew jobs [--home DIR]
     python -m crew show JOB [--home DIR]
     python -m crew evaluate MODEL --dataset NAME [--home DIR] [--json]
@@ -79,7 +79,7 @@ def _progress(store, job_id: str, last_id: int) -> int:
 
 
 def _approve(settings, store, job_id: str, edits: dict, actor: str) -> None:
-    """Approve the plan; with edits (--epochs, --time-budget) through the plan-edit machinery,
+    """Approve the plan; with edits (--epochs, --time-budget, --operating-point) through the plan-edit machinery,
     as the Chat page's edit form does: checked, written, re-gated, recorded, then approved. An
     edit the plan refuses cancels the job with the reasons."""
     if not edits:
@@ -119,7 +119,8 @@ def cmd_build(args) -> int:
     store = open_store(settings.store_path)
     # plan edits given on the command line are applied at approval, as the user's own edits
     edits = {key: value for key, value in (("epochs", args.epochs),
-                                           ("time_budget_min", args.time_budget))
+                                           ("time_budget_min", args.time_budget),
+                                           ("operating_point", args.operating_point))
              if value is not None}
     try:  # with edits the plan waits for approval, so they can be applied to it
         job_id = create_job(settings, store, args.request, settings.llm,
@@ -215,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="approve the plan without asking")
     p.add_argument("--epochs", type=int, default=None, metavar="N",
                    help="edit the plan's epochs to N when approving it (a binding user edit)")
+    p.add_argument("--operating-point", default=None, metavar="RULE",
+                   help="diagnosis: how the decision threshold is chosen on validation, "
+                        "'youden' (default) or e.g. '95%% sensitivity', '90%% specificity'")
     p.add_argument("--time-budget", type=float, default=None, metavar="MIN",
                    help="edit the plan's time budget to MIN minutes when approving it")
     p.set_defaults(func=cmd_build)
