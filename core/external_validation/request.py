@@ -3,10 +3,10 @@ model on the Hospital B set", "evaluate <model> on <dataset>", "how well does my
 Hospital B?"), read deterministically: no LLM sees it.
 
 A message is such a request when it has an evaluation verb (test, evaluate, validate, assess,
-score, check, perform, generalise, "how well does ... do"), refers to a model (this/the/my/latest model, "it", a
-model's id or name, or "external validation") and asks to build nothing (no build, train,
-create, ... verb). The dataset is the registered one it names — in full, or by words of its
-name that no other registered dataset shares ("the Hospital B set" for "Hospital B chest
+score, check, perform, generalise, "how well does ... do"), refers to a model (this/the/my/latest
+model, "it", a model's id or name, or "external validation") and asks to build nothing (no build,
+train, create, ... verb). The dataset is the registered one it names — in full, or by words of
+its name that no other registered dataset shares ("the Hospital B set" for "Hospital B chest
 X-ray"). When two datasets are named, the one after "on", "against", "with", "using" or "in" is
 the external set and the other names the model (the newest trained on it).
 """
