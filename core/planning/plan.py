@@ -8,7 +8,7 @@ from core.config.training_defaults import DEFAULT_SEED, DEFAULT_TIME_BUDGET_S, T
 from core.datasets.catalog import find_entry, load_catalog
 from core.datasets.datacards import write_json_atomic
 from core.jobs.workspace import JobWorkspace
-from core.evaluation.operating_point import rule_in_request
+from core.planning.operating_rule import rule_in_request
 from core.planning.tasks import PRIMARY_METRIC, choose_engine, default_network, template_for
 
 NO_DATASET = ("", "none", "no_dataset", "null")

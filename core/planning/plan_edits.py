@@ -20,7 +20,7 @@ from typing import Any
 
 from core.datasets.catalog import CatalogEntry, load_catalog
 from core.datasets.datacards import write_json_atomic
-from core.evaluation.operating_point import OperatingPointError, parse_rule
+from core.planning.operating_rule import OperatingPointError, parse_rule
 from core.jobs.gates import check_plan
 from core.jobs.lifecycle import set_approval
 from core.config.settings import Settings
