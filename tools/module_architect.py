@@ -69,10 +69,11 @@ class ValidateDataloader(M3Tool):
                 "gate": gate.message()}
 
     def summarise(self, result: dict) -> str:
-        sample = f" (a stratified sample of {result['expected']})" if result.get("sampled") \
-            else ""
-        return (f"loaded {result['loaded']}{sample}, shapes {result['shapes'][:2]}; "
-                f"{result['gate']}")
+        loaded = result["loaded"]
+        if result.get("sampled") and isinstance(loaded, dict):
+            loaded = (f"{sum(loaded.values())} (a stratified sample of "
+                      f"{sum((result.get('expected') or {}).values())} images)")
+        return f"loaded {loaded}, shapes {result['shapes'][:2]}; {result['gate']}"
 
 
 def module_architect_tools(ctx) -> list[M3Tool]:
