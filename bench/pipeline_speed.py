@@ -10,21 +10,24 @@ diagnosis dataloader template and measures:
 * ``decode``: training samples/s (augmentation on) over two epochs, uncached (every access reads
   and resizes, as before the cache) against the cache in memory, disk only (PersistentDataset)
   and a fresh process's first epoch over a warm disk cache;
-* ``check``: the dataloader check loading every image against the stratified sample, and the
-  training epoch that follows a sampled check (what it decoded is reused);
+* ``check``: the dataloader check as its own process (imports included) loading every image
+  against the stratified sample, and the first training epoch after a sampled check (what it
+  decoded is reused) against a cold one;
 * ``workers``: a training-like loop (DataLoader, batch 16 in 2D and 8 in 3D, one DenseNet step
   per batch on the torch threads of this machine) with ``num_workers`` 0, 1, 2 over the cached
   dataset (workers start again every epoch, as under the Trainer).
 
-Everything runs in this process (imports excluded from the numbers); the data is deleted
-afterwards. Numbers, not assertions: the tests do not time anything.
+Apart from the check, everything runs in this process (imports excluded from the numbers);
+the data is deleted afterwards. Numbers, not assertions: the tests do not time anything.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,8 +88,10 @@ def make_job(root: Path, index: dict, image_size: list[int], intensity: dict) ->
 
 def fresh_module(datapath: Path, memory: bool = True, disk: bool = True):
     """The job's dataloader as a new process would import it, with the cache tiers chosen."""
-    from ml_templates.common.entry import load_dataloader
-    module = load_dataloader(datapath / "dataloader.py")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("job_dataloader", datapath / "dataloader.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     if not memory:
         module.fits_in_memory = lambda *a, **k: False
     if not disk:
@@ -122,22 +127,29 @@ def decode_bench(datapath: Path) -> dict:
     return {k: [round(r, 1) for r in v] for k, v in out.items()}
 
 
+def run_check(datapath: Path, whole: int | None = None) -> tuple[float, dict]:
+    """The dataloader check as the Module Architect runs it: its own process (imports
+    included); ``whole`` overrides the split size checked image by image."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = ("import sys, runpy; from core.config import bootstrap; bootstrap.apply(); "
+            "from ml_templates.common import check_sample; "
+            f"check_sample.WHOLE_SPLIT = {whole or 'check_sample.WHOLE_SPLIT'}; "
+            "sys.argv = ['check', '--datapath', sys.argv[1]]; "
+            "runpy.run_module('ml_templates.diagnosis.check_dataloader', run_name='__main__')")
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(datapath)], cwd=ROOT, env=env,
+                   capture_output=True, check=True)
+    seconds = time.perf_counter() - started
+    return round(seconds, 2), json.loads((datapath / "dataloader_check.json").read_text())
+
+
 def check_bench(datapath: Path) -> dict:
-    from ml_templates.common import check_sample
-    from ml_templates.diagnosis import check_dataloader
     out = {}
     clear_cache(datapath)
-    whole = check_sample.WHOLE_SPLIT
-    check_sample.WHOLE_SPLIT = 10 ** 9
-    started = time.perf_counter()
-    report = check_dataloader.check(datapath)
-    out["full_s"] = round(time.perf_counter() - started, 2)
+    out["full_s"], report = run_check(datapath, whole=10 ** 9)
     out["full_checked"] = report["checked"]
-    check_sample.WHOLE_SPLIT = whole
     clear_cache(datapath)
-    started = time.perf_counter()
-    report = check_dataloader.check(datapath)
-    out["sampled_s"] = round(time.perf_counter() - started, 2)
+    out["sampled_s"], report = run_check(datapath)
     out["sampled_checked"] = report["checked"]
     ds = fresh_module(datapath).DiagnosisDataset("train", augment=True)
     out["first_epoch_after_sampled_check_per_s"] = round(epoch_rate(ds), 1)
@@ -150,19 +162,20 @@ def check_bench(datapath: Path) -> dict:
 def workers_bench(datapath: Path, workers: list[int], spatial_dims: int, steps: int = 12,
                   batch_size: int = 16) -> dict:
     import torch
-    from ml_templates.diagnosis.model import DiagnosisModel
+    from monai.networks import nets
     out = {}
     module = fresh_module(datapath)
     dataset = module.DiagnosisDataset("train", augment=True)
     [dataset[i] for i in range(len(dataset))]  # warm: the cache is filled once, as in epoch 1
-    model = DiagnosisModel("densenet_small", spatial_dims, 1, 2)
+    model = nets.DenseNet(spatial_dims=spatial_dims, in_channels=1, out_channels=2,
+                          init_features=16, growth_rate=12, block_config=(3, 6, 6))  # "small"
     optimiser = torch.optim.AdamW(model.parameters(), 1e-3)
 
     def collate(batch):
         return (torch.stack([b["pixel_values"] for b in batch]),
                 torch.stack([b["labels"] for b in batch]).clamp(max=1))
     def step(x, y):
-        loss = model(pixel_values=x, labels=y)["loss"]
+        loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimiser.step()
         optimiser.zero_grad()
