@@ -3,6 +3,7 @@
 
     python -m bench.vs_expert [--quick] [--scale S] [--only diagnosis_2d,...] [--workdir DIR]
                               [--keep] [--out DIR] [--no-nnunet]
+    python -m bench.vs_expert --show <out>/vs_expert-<time>.json     (the tables again)
 
 For each task (2D diagnosis from class folders, 3D diagnosis from NIfTI class folders, 3D
 segmentation in the Decathlon layout; datasets from ``bench.expert.datasets``), one after the
@@ -38,7 +39,7 @@ from bench.expert.targets import check_task, checks_json, format_task
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ("diagnosis_2d", "diagnosis_3d", "segmentation_3d")
-EPOCHS = {"diagnosis_2d": 8, "diagnosis_3d": 20, "segmentation_3d": 20}
+EPOCHS = {"diagnosis_2d": 6, "diagnosis_3d": 20, "segmentation_3d": 15}
 QUICK_EPOCHS = {"diagnosis_2d": 2, "diagnosis_3d": 3, "segmentation_3d": 3}
 QUICK_SCALE = 0.15
 TIME_BUDGET_MIN = 120          # the system's plan must not stop training before the epochs end
@@ -229,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--out", help="folder for the results JSON (default <home>/bench)")
     parser.add_argument("--no-nnunet", action="store_true", help="skip nnU-Net")
+    parser.add_argument("--show", metavar="JSON", help="print the tables of a results file")
     args = parser.parse_args(argv)
+    if args.show:
+        for task in json.loads(Path(args.show).read_text())["tasks"]:
+            print(format_task(task, check_task(task)) + "\n")
+        return 0
     only = tuple(t.strip() for t in args.only.split(",")) if args.only else TASKS
     unknown = sorted(set(only) - set(TASKS))
     if unknown:

@@ -9,7 +9,7 @@ QUICK runs use about 0.15):
   dense nodules (calcified granulomas) as decoys.
 * ``make_ct_3d``: ``COVID/`` and ``Normal/`` class folders of chest CT volumes in HU
   (``subj<NNN>_scan<k>.nii.gz``; some subjects have a follow-up scan). Signal: one to three
-  ground-glass opacities (+120..+260 HU over lung) against small bright vessels in every scan.
+  ground-glass opacities (+90..+200 HU over lung) against small bright vessels in every scan.
 * ``make_msd_liver``: a Medical Segmentation Decathlon task folder (``imagesTr/``,
   ``labelsTr/``, ``dataset.json`` with ``training`` pairs) of abdominal CT in HU; masks
   1 = liver, 2 = tumour (a hypodense blob inside the liver, 20-45 HU darker).
@@ -30,7 +30,7 @@ from core.demo.chest_xray import _ellipse, _smooth_noise, chest_image
 from core.demo.segmentation import _blob, ct_case
 from core.demo.writers import finish, prepare, save_nifti, save_png, scaled, write_json
 
-VERSION = 1
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def xray_image(rng: np.random.Generator, severity: float, size: int) -> np.ndarr
 def make_xray_2d(out_dir: str | Path, scale: float = 1.0, seed: int = 0) -> Path:
     out = Path(out_dir)
     size = 96 if scale >= 0.5 else 64
-    patients = scaled(1000, scale, 40)
+    patients = scaled(850, scale, 40)
     spec = {"family": "vs_expert_xray_2d", "patients": patients, "size": size, "seed": seed,
             "v": VERSION}
     if prepare(out, spec):
@@ -114,16 +114,16 @@ def chest_ct(rng: np.random.Generator, covid: bool, shape: tuple[int, int, int])
     if covid:
         for _ in range(int(rng.integers(1, 4))):       # ground glass: faint, larger, diffuse
             i = int(rng.integers(0, len(zs)))
-            radii = (rng.uniform(3, 6), rng.uniform(3, 6), rng.uniform(2, 4))
+            radii = (rng.uniform(2.5, 5), rng.uniform(2.5, 5), rng.uniform(2, 3.5))
             d = sum(((g - c) / r) ** 2 for g, c, r in zip(grid, (zs[i], ys[i], xs[i]), radii))
-            hu += rng.uniform(120, 260) * np.exp(-d) * lung_mask
+            hu += rng.uniform(90, 200) * np.exp(-d) * lung_mask
     hu += gaussian_filter(rng.normal(0, 1, shape), 1.0) * 30 + rng.normal(0, 20, shape)
     return np.round(hu * rng.uniform(0.97, 1.03))
 
 
 def make_ct_3d(out_dir: str | Path, scale: float = 1.0, seed: int = 0) -> Path:
     out = Path(out_dir)
-    subjects = scaled(50, scale, 24)
+    subjects = scaled(60, scale, 24)
     side = 48 if scale >= 0.5 else 32
     shape = (side, side, side * 3 // 4)
     spec = {"family": "vs_expert_ct_3d", "subjects": subjects, "shape": shape, "seed": seed,
@@ -158,7 +158,7 @@ def liver_tumour_case(rng: np.random.Generator, shape) -> tuple[np.ndarray, np.n
 
 def make_msd_liver(out_dir: str | Path, scale: float = 1.0, seed: int = 0) -> Path:
     out = Path(out_dir)
-    n = scaled(36, scale, 12)
+    n = scaled(32, scale, 12)
     shape = (64, 64, 32) if scale >= 0.5 else (48, 48, 24)
     spec = {"family": "vs_expert_msd_liver", "n": n, "shape": shape, "seed": seed, "v": VERSION}
     if prepare(out, spec):

@@ -81,9 +81,8 @@ def check_task(task: dict) -> list[Check]:
                 passed, note = None, missing(runs.get(name)) or "no operating point"
             else:
                 passed, note = not (auc >= HIGH_AUC and acc < MIN_ACCURACY), ""
-            checks.append(Check(f"decision_{name}", f"{LABELS[name]}: no AUC >= {HIGH_AUC:.2f} "
-                                f"with accuracy at threshold < {MIN_ACCURACY:.2f}", acc, passed,
-                                note))
+            checks.append(Check(f"decision_{name}", f"{LABELS[name]}: AUC >= {HIGH_AUC:.2f} "
+                                f"needs accuracy >= {MIN_ACCURACY:.2f}", acc, passed, note))
     s_rate, e_rate = _num(system, "samples_per_s"), _num(expert, "samples_per_s")
     share = s_rate / e_rate if s_rate is not None and e_rate else None
     checks.append(Check("throughput", f"system samples/s >= {THROUGHPUT_MIN:.1f} x expert", share,
