@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.datasets.indexing import write_diagnosis_index
+from core.evaluation.diagnosis import evaluate_diagnosis
 from core.datasets.layouts.dispatch import scan_folder
 from conftest import channel_metrics, channel_paths
 from core.training.instantiate import instantiate
@@ -77,6 +78,14 @@ def test_same_seed_same_predictions_and_verified_exports(tmp_path, settings, dem
         outputs.append((ws / "Logout" / "predictions.json").read_text())
     assert outputs[0] == outputs[1]
     summary = json.loads((ws / "Logout" / "train_summary.json").read_text())
+    # selection by validation loss, said plainly; validation predictions never name test images
+    assert summary["val_metric"] == "loss" and summary["epoch_kept"] in (1.0, 2.0)
+    assert summary["selection"].startswith(f"kept epoch {summary['epoch_kept']:g}")
+    val = json.loads((ws / "Logout" / "val_predictions.json").read_text())
+    assert len(val) == summary["num_val"] and not set(val) & set(json.loads(outputs[1]))
+    report = evaluate_diagnosis(ws / "Datapath", ws / "Logout" / "predictions.json")
+    assert report["calibration"]["temperature"] == pytest.approx(summary["temperature"], rel=1e-4)
+    assert report["operating_point"]["positive_class"] == "PNEUMONIA"
     for fmt in ("torchscript", "onnx"):
         assert summary["exports"][fmt]["verified"], summary["exports"][fmt]
         assert Path(summary["exports"][fmt]["path"]).exists()
