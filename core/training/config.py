@@ -37,10 +37,11 @@ def gpu_count() -> int:
 
 def dataloader_workers(gpus: int, device: str) -> int:
     """DataLoader worker processes. None on CPU: the model's step already uses every core
-    through torch's threads, a worker only competes with it, and with decoded images cached
-    (ml_templates.common.cache) a sample costs little more than its augmentation (measured by
-    bench.pipeline_speed on 2 cores: no gain from 1-2 workers in 2D or 3D). With a GPU the CPU
-    is otherwise idle while it computes: up to 4, leaving a core to the main process."""
+    through torch's threads, a worker competes with it, and with decoded images cached
+    (ml_templates.common.cache) a sample costs little more than its augmentation
+    (bench.pipeline_speed on 2 busy cores, training-like loop: 3D 2.0/1.9/2.2 samples/s with
+    0/1/2 workers, 2D inconsistent between runs). With a GPU the CPU is otherwise idle while it
+    computes: up to 4, leaving a core to the main process (not measured here)."""
     if gpus == 0 or device == "cpu":
         return 0
     return max(0, min(4, (os.cpu_count() or 1) - 1))
