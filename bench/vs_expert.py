@@ -39,7 +39,7 @@ from bench.expert.targets import check_task, checks_json, format_task
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ("diagnosis_2d", "diagnosis_3d", "segmentation_3d")
-EPOCHS = {"diagnosis_2d": 6, "diagnosis_3d": 20, "segmentation_3d": 15}
+EPOCHS = {"diagnosis_2d": 8, "diagnosis_3d": 20, "segmentation_3d": 15}
 QUICK_EPOCHS = {"diagnosis_2d": 2, "diagnosis_3d": 3, "segmentation_3d": 3}
 QUICK_SCALE = 0.15
 TIME_BUDGET_MIN = 120          # the system's plan must not stop training before the epochs end
@@ -125,9 +125,9 @@ def run_system(ds: BenchDataset, epochs: int, workdir: Path, env: dict) -> tuple
         shutil.rmtree(home)  # a fresh home each run: one card, one job
     logs = workdir / "logs"
     record: dict = {"error": None}
-    rc, _, _ = timed(["-m", "crew", "register", str(ds.path), "--name", ds.name, "--description",
-                      ds.description, "--home", str(home), "--json"], env,
-                     logs / f"{ds.key}-register.log")
+    rc, record["register_s"], _ = timed(
+        ["-m", "crew", "register", str(ds.path), "--name", ds.name, "--description",
+         ds.description, "--home", str(home), "--json"], env, logs / f"{ds.key}-register.log")
     if rc:
         record["error"] = f"registration failed: {_tail(logs / f'{ds.key}-register.log')}"
         return record, None

@@ -86,7 +86,9 @@ def training_steps(roi: list[int], num_classes: int) -> list:
                                     num_classes=num_classes, ratios=[1.0] * num_classes,
                                     num_samples=PATCHES_PER_CASE, warn=False),
             *[RandFlipd(keys, prob=0.2, spatial_axis=a) for a in range(len(roi))],
-            RandRotate90d(keys, prob=0.2, max_k=3, spatial_axes=(0, 1)),
+            # in-plane quarter turns only where they keep the patch's shape (a batch stacks them)
+            *([RandRotate90d(keys, prob=0.2, max_k=3, spatial_axes=(0, 1))]
+              if roi[0] == roi[1] else []),
             RandScaleIntensityd("image", factors=0.05, prob=0.5),
             RandShiftIntensityd("image", offsets=0.05, prob=0.5),
             EnsureTyped(keys, track_meta=False)]
