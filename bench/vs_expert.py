@@ -155,7 +155,8 @@ def run_system(ds: BenchDataset, epochs: int, workdir: Path, env: dict) -> tuple
                   threshold=threshold, ece=find_ece(report),
                   samples_per_s=system_samples_per_s(summary, ds.template),
                   network=summary.get("network"), epochs_run=summary.get("epochs_run"),
-                  num_train=summary.get("num_train"), num_test=summary.get("num_test"))
+                  stop_reason=summary.get("stop_reason"), num_train=summary.get("num_train"),
+                  num_test=summary.get("num_test"))
     return record, workspace
 
 
