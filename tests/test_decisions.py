@@ -341,3 +341,16 @@ def test_fast_metrics_equal_scikit_learn():
                                                    zero_division=0))
     assert m["auc"] == pytest.approx(np.mean([roc_auc_score(truth[:, c], probs[:, c])
                                               for c in range(4)]))
+
+
+def test_perfectly_separated_small_validation_does_not_drive_the_temperature_to_zero():
+    # 20 validation cases, all right with 0.7-0.9: plain NLL would sharpen without bound
+    rng = np.random.default_rng(1)
+    y = np.array([0] * 10 + [1] * 10)
+    p_true = rng.uniform(0.7, 0.9, 20)
+    probs = np.where(y[:, None] == np.arange(2), p_true[:, None], 1 - p_true[:, None])
+    fit = fit_temperature(probs, y)
+    calibrated = apply_temperature(probs, fit["temperature"], False)
+    assert 0.3 < fit["temperature"] < 1.0      # sharpened, but not to the bound
+    assert calibrated.max(axis=1).mean() == pytest.approx(11 / 12, abs=0.03)  # (N+1)/(N+2)
+    assert fit["note"] == ""

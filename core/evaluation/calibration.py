@@ -3,7 +3,10 @@ parameter fix (issue 13, "calibration").
 
 * ``fit_temperature`` fits temperature scaling (Guo et al., 2017, "On calibration of modern
   neural networks") on validation probabilities: one scalar T that divides the logits, chosen to
-  minimise the validation negative log-likelihood. Probabilities are enough to refit it: for a
+  minimise the validation negative log-likelihood against Platt's (1999) prior-corrected
+  targets — a class seen N times in validation is aimed at (N + 1) / (N + 2), not 1 — so a small
+  validation set that the model happens to separate perfectly cannot drive T towards 0 and make
+  every probability 0 or 1. Probabilities are enough to refit it: for a
   softmax ``log p`` differs from the logits by a constant per case, for a sigmoid ``logit(p)`` is
   the logit. T never changes a softmax argmax and never reorders a sigmoid's scores, so AUC and
   the argmax decision stay; only the confidence moves.
@@ -45,10 +48,28 @@ def apply_temperature(probs: np.ndarray, temperature: float, multi_label: bool) 
 
 
 def _nll(probs: np.ndarray, targets: np.ndarray, multi_label: bool) -> float:
+    """Cross-entropy against soft targets: (N, K) class distributions (single-label) or (N, K)
+    probabilities of each label (multi-label)."""
     p = np.clip(probs, EPS, 1 - EPS)
     if multi_label:
         return float(-(targets * np.log(p) + (1 - targets) * np.log(1 - p)).mean())
-    return float(-np.log(p[np.arange(len(targets)), targets]).mean())
+    return float(-(targets * np.log(p)).sum(axis=1).mean())
+
+
+def platt_targets(targets: np.ndarray, n_classes: int, multi_label: bool) -> np.ndarray:
+    """Prior-corrected targets (Platt, 1999): a case of a class seen N times is aimed at
+    (N + 1) / (N + 2) for its class, the rest shared by the others; a label's positives at
+    (N+ + 1) / (N+ + 2) and its negatives at 1 / (N- + 2)."""
+    targets = np.asarray(targets).astype(int)
+    if multi_label:
+        pos = targets.sum(axis=0)
+        neg = len(targets) - pos
+        return np.where(targets == 1, (pos + 1) / (pos + 2), 1 / (neg + 2))
+    counts = np.bincount(targets, minlength=n_classes)
+    hit = (counts[targets] + 1) / (counts[targets] + 2)
+    soft = np.repeat(((1 - hit) / max(n_classes - 1, 1))[:, None], n_classes, axis=1)
+    soft[np.arange(len(targets)), targets] = hit
+    return soft
 
 
 def fit_temperature(probs: np.ndarray, targets: np.ndarray, multi_label: bool = False) -> dict:
@@ -61,20 +82,20 @@ def fit_temperature(probs: np.ndarray, targets: np.ndarray, multi_label: bool = 
                 "note": f"not calibrated: {len(probs)} validation case(s) of "
                         f"{len(np.unique(targets)) if not multi_label else 'some'} class(es); "
                         f"temperature scaling needs at least {MIN_CASES} of two classes"}
-    before = _nll(probs, targets, multi_label)
+    soft = platt_targets(targets, probs.shape[1], multi_label)
+    before = _nll(probs, soft, multi_label)
     result = minimize_scalar(
-        lambda log_t: _nll(apply_temperature(probs, math.exp(log_t), multi_label), targets,
+        lambda log_t: _nll(apply_temperature(probs, math.exp(log_t), multi_label), soft,
                            multi_label),
         bounds=(math.log(T_RANGE[0]), math.log(T_RANGE[1])), method="bounded",
         options={"xatol": 1e-4})
     temperature = float(math.exp(result.x))
-    after = _nll(apply_temperature(probs, temperature, multi_label), targets, multi_label)
+    after = _nll(apply_temperature(probs, temperature, multi_label), soft, multi_label)
     if after > before:  # the bounded search can end above T = 1's likelihood: keep T = 1
         temperature, after = 1.0, before
     at_bound = min(abs(temperature - b) / b for b in T_RANGE) < 1e-2
     return {"temperature": temperature, "fitted": True, "nll_before": before, "nll_after": after,
-            "note": ("the validation cases are separated perfectly, so the fit reached the "
-                     f"bound T = {temperature:.2f}") if at_bound else ""}
+            "note": f"the fit reached the bound T = {temperature:.2f}" if at_bound else ""}
 
 
 def _confidences(probs: np.ndarray, targets: np.ndarray,
