@@ -354,3 +354,13 @@ def test_perfectly_separated_small_validation_does_not_drive_the_temperature_to_
     assert 0.3 < fit["temperature"] < 1.0      # sharpened, but not to the bound
     assert calibrated.max(axis=1).mean() == pytest.approx(11 / 12, abs=0.03)  # (N+1)/(N+2)
     assert fit["note"] == ""
+
+
+def test_a_creeping_loss_does_not_restart_patience_but_the_best_epoch_is_kept():
+    losses = [0.5, 0.3, 0.2] + [0.2 * (1 - 0.002 * i) for i in range(1, 12)]
+    selection = SelectionCallback("loss", False, patience=4, min_epochs=3, rel_delta=0.01,
+                                  description="validation loss")
+    _run_selection(selection, [{"eval_loss": v} for v in losses])
+    assert selection.early_stopped_at == 7        # 4 epochs after the last 1 % improvement
+    assert selection.summary()["epoch_kept"] == 7  # yet the lowest loss seen is kept
+    assert "improvement of more than 1% for 4 epochs" in selection.stop_reason()

@@ -48,10 +48,13 @@ class SelectionCallback(TrainerCallback):
     which epoch was kept and why, for the run's summary."""
 
     def __init__(self, monitor: str, greater_is_better: bool, patience: int | None,
-                 min_epochs: int = 1, min_delta: float = 0.0, description: str = ""):
+                 min_epochs: int = 1, rel_delta: float = 0.0, description: str = ""):
         self.key = monitor if monitor.startswith("eval_") else f"eval_{monitor}"
         self.greater, self.patience = greater_is_better, int(patience or 0)
-        self.min_epochs, self.min_delta = int(min_epochs), float(min_delta)
+        # patience restarts only on an improvement of more than rel_delta of the best value
+        # (a loss creeping down by 0.1 % an epoch is not progress); the kept epoch is the best
+        self.min_epochs, self.rel_delta = int(min_epochs), float(rel_delta)
+        self.reference: float | None = None
         self.description = description or self.key.removeprefix("eval_").replace("_", " ")
         self.best: float | None = None
         self.best_epoch: float | None = None
@@ -59,11 +62,11 @@ class SelectionCallback(TrainerCallback):
         self.history: list[tuple[float, float]] = []
         self.early_stopped_at: float | None = None
 
-    def _better(self, value: float) -> bool:
-        if self.best is None:
+    def _better(self, value: float, than: float | None, rel: float = 0.0) -> bool:
+        if than is None:
             return True
-        return value > self.best + self.min_delta if self.greater \
-            else value < self.best - self.min_delta
+        margin = abs(than) * rel
+        return value > than + margin if self.greater else value < than - margin
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         value = (metrics or {}).get(self.key)
@@ -71,8 +74,10 @@ class SelectionCallback(TrainerCallback):
             return control
         epoch = round(float(state.epoch or 0), 2)
         self.history.append((epoch, float(value)))
-        if self._better(float(value)):
-            self.best, self.best_epoch, self.waited = float(value), epoch, 0
+        if self._better(float(value), self.best):
+            self.best, self.best_epoch = float(value), epoch
+        if self._better(float(value), self.reference, self.rel_delta):
+            self.reference, self.waited = float(value), 0
         else:
             self.waited += 1
         if self.patience and self.waited >= self.patience and epoch >= self.min_epochs:
@@ -81,13 +86,15 @@ class SelectionCallback(TrainerCallback):
         return control
 
     def stop_reason(self, other: str = "") -> str:
-        """``early_stopped at 14: no validation loss improvement for 10 epochs``, another
+        """``early_stopped at 14: no validation loss improvement for 10 epochs`` (of more than
+        ``rel_delta``), another
         reason given (a stop request, the time budget), or ``completed``."""
         if other:
             return other
         if self.early_stopped_at is not None:
+            size = f" of more than {self.rel_delta:.0%}" if self.rel_delta else ""
             return (f"early_stopped at {self.early_stopped_at:g}: no {self.description} "
-                    f"improvement for {self.patience} epochs")
+                    f"improvement{size} for {self.patience} epochs")
         return "completed"
 
     def summary(self) -> dict:

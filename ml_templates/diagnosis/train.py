@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     channel_cb = ChannelCallback(cfg)
     selection = SelectionCallback("loss", False, cfg.get("early_stopping_patience"),
                                   min(int(cfg.get("min_epochs", 5)), int(epochs)),
+                                  rel_delta=float(cfg.get("min_rel_improvement", 0.01)),
                                   description="validation loss")
     callbacks = [channel_cb, selection]
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, eval_dataset=val_ds,
