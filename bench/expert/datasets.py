@@ -30,7 +30,7 @@ from core.demo.chest_xray import _ellipse, _smooth_noise, chest_image
 from core.demo.segmentation import _blob, ct_case
 from core.demo.writers import finish, prepare, save_nifti, save_png, scaled, write_json
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def xray_image(rng: np.random.Generator, severity: float, size: int) -> np.ndarr
     if severity > 0:
         for _ in range(int(rng.integers(1, 3))):
             i = int(rng.integers(0, len(ys)))
-            sigma = rng.uniform(4.0, 8.0) * size / 96
+            sigma = rng.uniform(5.0, 9.0) * size / 96
             blob = np.exp(-((yy - ys[i]) ** 2 + (xx - xs[i]) ** 2) / (2 * sigma ** 2))
             texture = 0.6 + 0.4 * np.clip(_smooth_noise(rng, size, 4), -1, 1)
             img += blob * texture * severity * rng.uniform(0.7, 1.1) * lungs
@@ -81,7 +81,7 @@ def make_xray_2d(out_dir: str | Path, scale: float = 1.0, seed: int = 0) -> Path
     rng = np.random.default_rng(seed)
     for p in range(1, patients + 1):
         sick = rng.random() < 0.45
-        severity = float(rng.uniform(0.06, 0.22)) if sick else 0.0
+        severity = float(rng.uniform(0.10, 0.30)) if sick else 0.0
         label = "PNEUMONIA" if sick else "NORMAL"
         for k in range(1, 1 + int(rng.choice([1, 2, 3, 4], p=[0.3, 0.35, 0.2, 0.15]))):
             save_png(xray_image(rng, severity, size), out / label / f"patient{p:05d}_{k}.png")
