@@ -39,7 +39,8 @@ def test_scripted_llm_drives_all_four_roles(settings, store, registered_demo, de
     made: dict = {}
     result = run_job(settings, job_id, llm_factory=scripted_factory(scripts(), made))
     assert result["status"] == "succeeded", result["error"]
-    assert set(result["metrics"]) == {"auc", "accuracy", "f1_macro"}
+    assert set(result["metrics"]) == {"auc", "accuracy", "f1_macro", "sensitivity",
+                                      "specificity", "ece"}
     roles = {r["role"]: r for r in result["roles"]}
     assert [r["role"] for r in result["roles"]] == ["Task Manager", "Data Engineer",
                                                     "Module Architect", "Model Trainer"]
