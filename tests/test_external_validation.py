@@ -112,6 +112,10 @@ def test_cli_scores_the_model_on_the_second_hospital(ext, evaluated):
         assert report["decision"]["applied"] == "stored"
         assert external["decision"]["threshold"] == stored["decision"]["threshold"]
         assert external["decision"]["source"] == "stored"
+    # the model's probabilities are calibrated once, by the model itself, not again on scoring
+    assert external["decision"]["temperature"] == 1.0
+    assert report["decision"]["model_temperature"] == pytest.approx(
+        (stored.get("decision") or {}).get("temperature", 1.0))
     # written inside the model's job folder, never into the dataset; recorded by this process
     folder = Path(report["folder"])
     assert folder.parent == ext["settings"].jobs_dir / ext["job_id"] / "external"

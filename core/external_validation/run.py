@@ -12,15 +12,13 @@
    written beside the index, and the model runs over it in a child process
    (``core.viewing.index_inference``, started through the caller's ``run_child``: the caller
    decides confinement); the child never opens the store;
-4. the system's evaluator scores the predictions, with the model's stored decision (temperature
-   and threshold) for diagnosis; ``external_report.json`` holds the internal and the external
+4. the system's evaluator scores the predictions, with the model's stored threshold(s) for
+   diagnosis (the child's probabilities are already calibrated by the model's temperature); ``external_report.json`` holds the internal and the external
    results; the calling process — the only writer — records an event on the model's job and an
    audit row.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import re
 import time
@@ -36,7 +34,6 @@ from core.datasets.indexing import write_test_index
 from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT, ScanError
 from core.datasets.splitting import IndexBuildError
 from core.evaluation.common import EvaluationError
-from core.evaluation.operating_point import OperatingPointError, positive_index
 from core.evaluation.step import evaluate
 from core.external_validation.compat import (ExternalValidationError, ModelFacts, check_dataset,
                                              check_labels, find_model, model_facts)
@@ -131,38 +128,18 @@ def _dataloader(facts: ModelFacts, run: ExternalRun, allow_pickle: bool) -> None
 # --------------------------------------------------------------- the model's stored decision
 # Issue 13: a diagnosis model gives a user calibrated probabilities and decisions at the
 # threshold chosen on its validation set, so an external set is scored with those, never refitted
-# on it. Read from report.json: "decision" (temperature and threshold together, as the evaluator
-# writes it) or, apart, "operating_point"["threshold"] and "calibration"["temperature"]; argmax
-# when the report has neither, or when the evaluator takes no stored decision.
+# on it. The child's probabilities are the model's own output, which already divides the logits
+# by the saved temperature (ml_templates.diagnosis.model.Probabilities): the evaluator gets the
+# stored threshold(s) with temperature 1, or the temperature would count twice.
 
-def stored_decision(internal: dict, classes: list[str]) -> dict | None:
+def stored_decision(internal: dict) -> dict | None:
+    """The report's ``decision`` as the evaluator takes it for already calibrated
+    probabilities; None for a model evaluated before decisions were stored (argmax)."""
     decision = internal.get("decision")
-    if isinstance(decision, dict) and (decision.get("threshold") is not None
-                                       or decision.get("thresholds")
-                                       or float(decision.get("temperature") or 1.0) != 1.0):
-        return {**decision, "source": "stored"}
-    threshold = (internal.get("operating_point") or {}).get("threshold")
-    temperature = (internal.get("calibration") or {}).get("temperature")
-    if threshold is None and float(temperature or 1.0) == 1.0:
+    if not isinstance(decision, dict):
         return None
-    out = {"temperature": float(temperature or 1.0), "threshold": threshold,
-           "rule": (internal.get("operating_point") or {}).get("rule") or "stored",
-           "source": "stored",
-           "positive_class": (internal.get("operating_point") or {}).get("positive_class")}
-    if threshold is not None and not out["positive_class"] and len(classes) == 2:
-        try:
-            out["positive_class"] = classes[positive_index(classes)]
-        except OperatingPointError:
-            pass
-    return out
-
-
-def evaluator_options(template: str, decision: dict | None) -> dict:
-    if template != "diagnosis" or decision is None:
-        return {}
-    scorer = getattr(importlib.import_module(f"core.evaluation.{template}"),
-                     f"evaluate_{template}")
-    return {"decision": decision} if "decision" in inspect.signature(scorer).parameters else {}
+    return {**decision, "temperature": 1.0, "source": "stored",
+            "model_temperature": float(decision.get("temperature") or 1.0)}
 
 
 # ----------------------------------------------------------------------------- the stage
@@ -223,8 +200,8 @@ def evaluate_external(settings, store: Store, model_ref: str, dataset: str,
             raise ExternalValidationError(
                 f"the model could not be run on {entry.card.name!r} ({child.get('ended', '')}, "
                 f"exit code {child['returncode']}):\n{child.get('log_tail', '')}")
-        decision = stored_decision(internal, facts.classes) if template == "diagnosis" else None
-        options = evaluator_options(template, decision)
+        decision = stored_decision(internal) if template == "diagnosis" else None
+        options = {"decision": decision} if decision else {}
         try:
             external = evaluate(template, run.datapath, run.predictions, **options)
         except (OSError, ValueError) as exc:  # EvaluationError is a ValueError
