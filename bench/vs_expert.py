@@ -98,6 +98,13 @@ def find_ece(report: dict) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def find_ece_floor(report: dict) -> float | None:
+    """The ECE a perfectly calibrated model could show on the same test cases (95th pct)."""
+    floor = ((report.get("calibration") or {}).get("ece_after_uncertainty") or {}) \
+        .get("noise_floor")
+    return float(floor) if isinstance(floor, (int, float)) else None
+
+
 def decision_of(report: dict, own: dict | None = None) -> tuple[float | None, float | None]:
     """(accuracy, threshold) at the evaluator's operating point, else the pipeline's own."""
     for point in (report.get("operating_point"), own):
@@ -152,7 +159,7 @@ def run_system(ds: BenchDataset, epochs: int, workdir: Path, env: dict) -> tuple
     record.update(workspace=str(workspace), job_id=result.get("job_id"),
                   metric=(report.get("metrics") or {}).get(HEADLINE[ds.template]),
                   metrics=report.get("metrics"), accuracy_at_threshold=accuracy,
-                  threshold=threshold, ece=find_ece(report),
+                  threshold=threshold, ece=find_ece(report), ece_floor=find_ece_floor(report),
                   samples_per_s=system_samples_per_s(summary, ds.template),
                   network=summary.get("network"), epochs_run=summary.get("epochs_run"),
                   stop_reason=summary.get("stop_reason"), num_train=summary.get("num_train"),
@@ -175,6 +182,7 @@ def run_baseline(module: str, name: str, ds: BenchDataset, workspace: Path, work
     return {"error": None, "wall_s": seconds, "metric": (result.get("metrics") or {}).get(
                 HEADLINE[ds.template]), "metrics": result.get("metrics"),
             "accuracy_at_threshold": accuracy, "threshold": threshold, "ece": find_ece(report),
+            "ece_floor": find_ece_floor(report),
             "own_operating_point": result.get("operating_point"),
             "samples_per_s": result.get("train_samples_per_second"),
             "network": result.get("network"), "epochs_run": result.get("epochs"),

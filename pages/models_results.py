@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.viewing.decision_views import (calibration_summary, operating_point_rows,
-                                         operating_point_text, roc_marker)
+from core.viewing.decision_views import (calibration_summary, ece_spread_text,
+                                         operating_point_rows, operating_point_text, roc_marker)
 from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
                                       diagnosis_rows, metric_table, report_comparison,
                                       report_samples, rouge_l_gain, segmentation_rows)
@@ -84,6 +84,8 @@ def show_decision(report: dict) -> None:
                     f"**{fmt_num(cal['ece_before'])}** before, **{fmt_num(cal['ece_after'])}** "
                     "after temperature scaling" + (f" (T = {cal['temperature']:.2f}, fitted on "
                                                    "validation)." if cal["fitted"] else "."))
+        if cal.get("ece_floor") is not None:
+            st.markdown(ece_spread_text(cal))
         st.caption("A calibrated model's 80% means right 4 times in 5: its points lie on the "
                    "diagonal. " + (cal["note"] or ""))
 

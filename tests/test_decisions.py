@@ -11,8 +11,9 @@ import pytest
 from transformers import TrainerControl, TrainerState
 
 from core.evaluation import EvaluationError, evaluate_diagnosis
-from core.evaluation.calibration import (apply_temperature, expected_calibration_error,
-                                         fit_temperature, reliability)
+from core.evaluation.calibration import (apply_temperature, ece_uncertainty,
+                                         expected_calibration_error, fit_temperature, reliability)
+from core.viewing.decision_views import ece_spread_text
 from core.evaluation.decisions import Decision
 from core.evaluation.step import check_temperature
 from ml_templates.common.callbacks import SelectionCallback
@@ -364,3 +365,24 @@ def test_a_creeping_loss_does_not_restart_patience_but_the_best_epoch_is_kept():
     assert selection.early_stopped_at == 7        # 4 epochs after the last 1 % improvement
     assert selection.summary()["epoch_kept"] == 7  # yet the lowest loss seen is kept
     assert "improvement of more than 1% for 4 epochs" in selection.stop_reason()
+
+
+def test_ece_uncertainty_tells_chance_from_miscalibration():
+    rng = np.random.default_rng(5)
+
+    def sample(n: int, temperature: float):
+        p = rng.uniform(0.05, 0.95, n)
+        y = (rng.random(n) < p).astype(int)            # outcomes drawn from p: calibrated
+        return apply_temperature(np.c_[1 - p, p], temperature, False), y
+
+    few, many = ece_uncertainty(*sample(30, 1.0)), ece_uncertainty(*sample(3000, 1.0))
+    assert few["noise_floor"] > 3 * many["noise_floor"]   # 30 cases cannot show ECE 0.05
+    probs, y = sample(3000, 1.0)
+    ece, spread = expected_calibration_error(probs, y), ece_uncertainty(probs, y)
+    assert ece <= spread["noise_floor"] and spread["ci"][1] >= ece
+    sharp, y2 = sample(3000, 0.4)                         # overconfident: beyond chance
+    assert expected_calibration_error(sharp, y2) > ece_uncertainty(sharp, y2)["noise_floor"]
+    assert ece_uncertainty(np.zeros((0, 2)), np.zeros(0))["noise_floor"] is None
+    text = ece_spread_text({"ece_ci": [0.03, 0.11], "ece_floor": 0.072, "ece_after": 0.05})
+    assert "0.030-0.110" in text and "up to 0.072" in text and "within chance" in text
+    assert "beyond chance" in ece_spread_text({"ece_floor": 0.072, "ece_after": 0.119})

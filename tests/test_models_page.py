@@ -309,6 +309,9 @@ def test_page_shows_each_model_with_charts_card_and_downloads(trained, models_ho
         assert files | {"Evaluation report (report.json)", "Model card (model_card.md)"} <= labels
         page = texts(at)
         assert core.RESEARCH_ONLY in page and "Intended use and limits" in page
+        if template == "diagnosis":   # the ECE comes with what chance allows on this test set
+            assert "Expected calibration error (ECE) on the test set" in page
+            assert "perfectly calibrated model could show an ECE up to" in page
         assert len(at.get("file_uploader")) == 1
     # the report model shows generated reports beside their references and the baseline
     assert "most common training report" in texts(at)

@@ -13,7 +13,7 @@ from bench.expert.common import ExpertError, check_split, hold_out_validation, l
 from bench.expert.datasets import make_ct_3d, make_msd_liver, make_xray_2d
 from bench.expert.nnunet import case_ids
 from bench.expert.targets import check_task, format_task
-from bench.vs_expert import decision_of, find_ece, system_samples_per_s
+from bench.vs_expert import decision_of, find_ece, find_ece_floor, system_samples_per_s
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -113,9 +113,10 @@ def test_nnunet_case_ids_stay_unique():
     assert len(set(case_ids(clash))) == 3
 
 
-def run(wall, metric, acc=None, rate=100.0, thr=0.5, error=None) -> dict:
+def run(wall, metric, acc=None, rate=100.0, thr=0.5, error=None, ece=0.05,
+        floor=0.07) -> dict:
     return {"wall_s": wall, "metric": metric, "accuracy_at_threshold": acc, "threshold": thr,
-            "samples_per_s": rate, "ece": 0.05, "error": error}
+            "samples_per_s": rate, "ece": ece, "ece_floor": floor, "error": error}
 
 
 def verdicts(task: dict) -> dict[str, bool | None]:
@@ -127,7 +128,7 @@ def test_targets_pass_when_the_system_keeps_up():
             "pipelines": {"system": run(110, 0.90, 0.84, 95), "expert": run(100, 0.91, 0.85)}}
     assert verdicts(task) == {"wall_ratio": True, "metric_vs_expert": True,
                               "decision_system": True, "decision_expert": True,
-                              "throughput": True}
+                              "throughput": True, "ece": True}
     assert "MISS" not in format_task(task, check_task(task))
 
 
@@ -136,10 +137,25 @@ def test_targets_mark_each_miss():
             "pipelines": {"system": run(120, 0.96, 0.80, 85), "expert": run(100, 0.99, 0.97)}}
     got = verdicts(task)
     assert got == {"wall_ratio": False, "metric_vs_expert": False, "decision_system": False,
-                   "decision_expert": True, "throughput": False}
+                   "decision_expert": True, "throughput": False, "ece": True}
     table = format_task(task, check_task(task))
     assert table.count("MISS") == 4
     assert "targets missed: wall_ratio, metric_vs_expert, decision_system, throughput" in table
+
+
+def test_ece_target_prints_what_chance_allows():
+    task = {"key": "diagnosis_3d", "metric": "auc",
+            "pipelines": {"system": run(100, 0.97, 0.9, ece=0.19, floor=0.24),
+                          "expert": run(100, 0.98, 0.9, ece=0.10, floor=0.22)}}
+    check = next(c for c in check_task(task) if c.name == "ece")
+    assert check.passed is False and check.value == 0.19
+    assert "a calibrated model shows up to 0.240 on this test set" in check.note
+    table = format_task(task, check_task(task))
+    assert "chance ECE" in table and "0.240" in table and "0.220" in table
+    task["pipelines"]["system"].update(ece=0.04)
+    assert verdicts(task)["ece"] is True
+    task["pipelines"]["system"].update(ece=None, floor=None)
+    assert verdicts(task)["ece"] is None                 # diagnosis without calibration: n/a
 
 
 def test_dice_target_against_nnunet_and_failed_pipelines():
@@ -158,9 +174,11 @@ def test_dice_target_against_nnunet_and_failed_pipelines():
 
 def test_runner_reads_the_systems_reports():
     report = {"metrics": {"auc": 0.9, "ece": 0.2},
-              "calibration": {"ece_before": 0.1, "ece_after": 0.03},
+              "calibration": {"ece_before": 0.1, "ece_after": 0.03,
+                              "ece_after_uncertainty": {"noise_floor": 0.08}},
               "operating_point": {"threshold": 0.4, "test": {"accuracy": 0.81}}}
-    assert find_ece(report) == 0.03
+    assert find_ece(report) == 0.03 and find_ece_floor(report) == 0.08
+    assert find_ece_floor({"metrics": {"ece": 0.2}}) is None
     assert find_ece({"metrics": {"ece": 0.2}}) == 0.2
     own = {"threshold": 0.6, "test": {"accuracy": 0.7}}
     assert decision_of(report, own) == (0.81, 0.4)

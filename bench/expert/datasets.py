@@ -30,7 +30,7 @@ from core.demo.chest_xray import _ellipse, _smooth_noise, chest_image
 from core.demo.segmentation import _blob, ct_case
 from core.demo.writers import finish, prepare, save_nifti, save_png, scaled, write_json
 
-VERSION = 3
+VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -112,18 +112,18 @@ def chest_ct(rng: np.random.Generator, covid: bool, shape: tuple[int, int, int])
                                                       [rng.uniform(0.8, 1.5)] * 3))
         hu[(d <= 1) & lung_mask] = 60.0
     if covid:
-        for _ in range(int(rng.integers(1, 4))):       # ground glass: faint, larger, diffuse
+        for _ in range(int(rng.integers(3, 7))):       # ground glass: diffuse, bilateral
             i = int(rng.integers(0, len(zs)))
-            radii = (rng.uniform(2.5, 5), rng.uniform(2.5, 5), rng.uniform(2, 3.5))
+            radii = (rng.uniform(5, 9), rng.uniform(5, 9), rng.uniform(3, 6))
             d = sum(((g - c) / r) ** 2 for g, c, r in zip(grid, (zs[i], ys[i], xs[i]), radii))
-            hu += rng.uniform(90, 200) * np.exp(-d) * lung_mask
+            hu += rng.uniform(200, 400) * np.exp(-d) * lung_mask
     hu += gaussian_filter(rng.normal(0, 1, shape), 1.0) * 30 + rng.normal(0, 20, shape)
     return np.round(hu * rng.uniform(0.97, 1.03))
 
 
 def make_ct_3d(out_dir: str | Path, scale: float = 1.0, seed: int = 0) -> Path:
     out = Path(out_dir)
-    subjects = scaled(60, scale, 24)
+    subjects = scaled(120, scale, 24)
     side = 48 if scale >= 0.5 else 32
     shape = (side, side, side * 3 // 4)
     spec = {"family": "vs_expert_ct_3d", "subjects": subjects, "shape": shape, "seed": seed,

@@ -4,8 +4,9 @@ them.
 A task's measurements are one record per pipeline (``system``, ``expert``, and ``nnunet`` for
 segmentation): ``wall_s``, ``metric`` (AUC or Dice, from the system's evaluator),
 ``accuracy_at_threshold`` and ``threshold`` (binary diagnosis), ``samples_per_s`` (training),
-``ece``; ``error`` when the pipeline failed. A check passes, misses, or cannot be measured
-(``passed`` None: a pipeline failed or a number is missing, which the table says).
+``ece`` and ``ece_floor`` (the ECE a perfectly calibrated model could show on that many test
+cases, 95th percentile); ``error`` when the pipeline failed. A check passes, misses, or cannot
+be measured (``passed`` None: a pipeline failed or a number is missing, which the table says).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ METRIC_MARGIN = 0.02         # system metric >= expert metric - this
 NNUNET_DICE_MARGIN = 0.03    # system Dice >= nnU-Net Dice - this (equal epochs)
 HIGH_AUC, MIN_ACCURACY = 0.95, 0.85   # an AUC this high must decide at least this well
 THROUGHPUT_MIN = 0.9         # system samples/s >= this x expert samples/s
+ECE_MAX = 0.05               # system ECE after calibration <= this on the bench sets
 PIPELINES = ("system", "expert", "nnunet")
 LABELS = {"system": "system", "expert": "expert", "nnunet": "nnU-Net"}
 
@@ -88,6 +90,12 @@ def check_task(task: dict) -> list[Check]:
     checks.append(Check("throughput", f"system samples/s >= {THROUGHPUT_MIN:.1f} x expert", share,
                         None if share is None else share >= THROUGHPUT_MIN - 1e-12,
                         missing(system, expert)))
+    if _num(system, "ece") is not None or (metric == "auc" and system):
+        ece, floor = _num(system, "ece"), _num(system, "ece_floor")
+        note = (f"a calibrated model shows up to {floor:.3f} on this test set"
+                if floor is not None else missing(system) or "no calibration measured")
+        checks.append(Check("ece", f"system ECE <= {ECE_MAX:.2f}", ece,
+                            None if ece is None else ece <= ECE_MAX + 1e-12, note))
     return checks
 
 
@@ -133,7 +141,8 @@ def format_task(task: dict, checks: list[Check]) -> str:
                      verdict("decision_system", "decision_expert")))
     rows += [("train samples/s", [_cell(runs[n], "samples_per_s", 1) for n in names],
               verdict("throughput")),
-             ("ECE", [_cell(runs[n], "ece") for n in names], "")]
+             ("ECE", [_cell(runs[n], "ece") for n in names], verdict("ece")),
+             ("  chance ECE", [_cell(runs[n], "ece_floor") for n in names], "")]
     width = max(14, *(len(v) for _, values, _ in rows for v in values)) + 2
     head = f"{'':<17}" + "".join(f"{LABELS[n]:>{width}}" for n in names) + "   targets"
     lines = [f"== {task['key']}: {task.get('summary', '')}", head]

@@ -14,7 +14,8 @@ parameter fix (issue 13, "calibration").
   same T to its logits).
 * ``expected_calibration_error`` and ``reliability`` give ECE (15 equal-width bins) and the bins
   of a reliability diagram: top-label confidence vs accuracy for single-label models, every
-  label's probability vs its frequency for multi-label ones.
+  label's probability vs its frequency for multi-label ones; ``ece_uncertainty`` says how much
+  of a measured ECE a test set of that size can tell from chance.
 
 Nothing here knows about jobs or files. May import: NumPy, SciPy.
 """
@@ -133,6 +134,36 @@ def expected_calibration_error(probs: np.ndarray, targets: np.ndarray,
         if total else float("nan")
 
 
+def _ece_binned(conf: np.ndarray, correct: np.ndarray, which: np.ndarray, bins: int) -> float:
+    n = np.bincount(which, minlength=bins)
+    gap = np.abs(np.bincount(which, correct, bins) - np.bincount(which, conf, bins))
+    return float(gap.sum() / max(n.sum(), 1))
+
+
+def ece_uncertainty(probs: np.ndarray, targets: np.ndarray, multi_label: bool = False,
+                    bins: int = BINS, draws: int = 500, seed: int = 0) -> dict:
+    """How far an ECE measured on these cases can be trusted.
+
+    * ``ci``: 95% percentile bootstrap interval of the ECE (cases resampled);
+    * ``noise_floor``: the 95th percentile of the ECE a *perfectly calibrated* model with the
+      same confidences would show on this many cases (outcomes drawn from the confidences:
+      Broecker and Smith's consistency resampling, 2007). An ECE below it cannot be told from
+      chance; on a few dozen cases it is often above 0.1."""
+    conf, correct = _confidences(probs, targets, multi_label)
+    if not len(conf):
+        return {"ci": None, "noise_floor": None, "draws": 0}
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
+    rng = np.random.default_rng(seed)
+    boot, floor = [], []
+    for _ in range(draws):
+        pick = rng.integers(0, len(conf), len(conf))
+        boot.append(_ece_binned(conf[pick], correct[pick], which[pick], bins))
+        floor.append(_ece_binned(conf, (rng.random(len(conf)) < conf).astype(float), which, bins))
+    return {"ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+            "noise_floor": float(np.percentile(floor, 95)), "draws": draws}
+
+
 def calibration_report(val_probs: np.ndarray, val_targets: np.ndarray, test_probs: np.ndarray,
                        test_targets: np.ndarray, multi_label: bool = False) -> dict:
     """Temperature fitted on validation; ECE and reliability bins on test before and after."""
@@ -141,5 +172,6 @@ def calibration_report(val_probs: np.ndarray, val_targets: np.ndarray, test_prob
     return {"method": "temperature scaling fitted on validation (NLL)", **fit, "bins": BINS,
             "ece_before": expected_calibration_error(test_probs, test_targets, multi_label),
             "ece_after": expected_calibration_error(after, test_targets, multi_label),
+            "ece_after_uncertainty": ece_uncertainty(after, test_targets, multi_label),
             "reliability_before": reliability(test_probs, test_targets, multi_label),
             "reliability_after": reliability(after, test_targets, multi_label)}

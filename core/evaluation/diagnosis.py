@@ -21,8 +21,8 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn.metrics import confusion_matrix, roc_auc_score
 
-from core.evaluation.calibration import (BINS, calibration_report, expected_calibration_error,
-                                         reliability)
+from core.evaluation.calibration import (BINS, calibration_report, ece_uncertainty,
+                                         expected_calibration_error, reliability)
 from core.evaluation.common import EvaluationError, bootstrap_ci, file_sha256
 from core.evaluation.decisions import (VAL_PREDICTIONS, Decision, fit_thresholds,
                                        read_val_predictions)
@@ -131,6 +131,7 @@ def _decide(val, probs, y_true, names, multi, rule, stored) -> tuple[Decision, d
                       "temperature": decision.temperature, "fitted": False,
                       "ece_before": expected_calibration_error(probs, y_true, multi),
                       "ece_after": expected_calibration_error(after, y_true, multi),
+                      "ece_after_uncertainty": ece_uncertainty(after, y_true, multi),
                       "reliability_before": reliability(probs, y_true, multi),
                       "reliability_after": reliability(after, y_true, multi),
                       "bins": BINS, "note": "; ".join(decision.notes)}

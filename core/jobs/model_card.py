@@ -86,12 +86,19 @@ def _decision(report: dict) -> str:
             lines.append(f"- Calibration: temperature scaling fitted on validation, T = "
                          f"{cal['temperature']:.2f}; expected calibration error on test "
                          f"{_fmt(cal.get('ece_before'))} before, {_fmt(cal.get('ece_after'))} "
-                         "after. Exported models and the app give the calibrated probabilities.")
+                         "after. Exported models and the app give the calibrated probabilities."
+                         + _ece_floor(cal))
         else:
             lines.append(f"- Calibration: not fitted ({cal.get('note') or cal.get('method')}); "
                          f"expected calibration error on test {_fmt(cal.get('ece_after'))}.")
     title = "Decisions" + (" and calibration" if cal else "")
     return (f"\n## {title}\n" + "\n".join(lines) + "\n") if lines else ""
+
+
+def _ece_floor(cal: dict) -> str:
+    floor = (cal.get("ece_after_uncertainty") or {}).get("noise_floor")
+    return (f" On this many test cases a perfectly calibrated model could show an ECE up to "
+            f"{floor:.3f} by chance." if isinstance(floor, (int, float)) else "")
 
 
 def _selection(summary: dict) -> str:

@@ -55,15 +55,38 @@ def roc_marker(report: dict) -> dict | None:
 
 
 def calibration_summary(report: dict) -> dict | None:
-    """{"ece_before", "ece_after", "temperature", "fitted", "note", "before", "after"}."""
+    """{"ece_before", "ece_after", "ece_ci", "ece_floor", "temperature", "fitted", "note",
+    "before", "after"}; ``ece_floor`` is the ECE a perfectly calibrated model could show on
+    this many test cases (95th percentile)."""
     cal = report.get("calibration") or {}
     if not cal or "reliability_after" not in cal:
         return None
+    spread = cal.get("ece_after_uncertainty") or {}
     return {"ece_before": _num(cal.get("ece_before")), "ece_after": _num(cal.get("ece_after")),
+            "ece_ci": spread.get("ci"), "ece_floor": _num(spread.get("noise_floor")),
             "temperature": _num(cal.get("temperature")), "fitted": bool(cal.get("fitted")),
             "note": cal.get("note") or "", "before": cal.get("reliability_before") or [],
             "after": cal.get("reliability_after") or [],
             "multi_label": bool(report.get("multi_label"))}
+
+
+def ece_spread_text(cal: dict) -> str:
+    """How far the test set's size lets its ECE be read: the bootstrap interval and the ECE a
+    perfectly calibrated model could show on as many cases by chance."""
+    ci, floor = cal.get("ece_ci"), cal.get("ece_floor")
+    text = ""
+    if ci:
+        text += f"95% interval of the ECE: {ci[0]:.3f}-{ci[1]:.3f}. "
+    if floor is not None:
+        text += (f"On this test set a perfectly calibrated model could show an ECE up to "
+                 f"{floor:.3f} by chance")
+        after = cal.get("ece_after")
+        if after is not None:
+            text += (": the calibration error measured is within chance." if after <= floor
+                     else ": the model is miscalibrated beyond chance.")
+        else:
+            text += "."
+    return text.strip()
 
 
 def decision_for(probabilities: dict[str, float], decision: dict | None,
