@@ -90,7 +90,7 @@ def check_task(task: dict) -> list[Check]:
     checks.append(Check("throughput", f"system samples/s >= {THROUGHPUT_MIN:.1f} x expert", share,
                         None if share is None else share >= THROUGHPUT_MIN - 1e-12,
                         missing(system, expert)))
-    if _num(system, "ece") is not None or (metric == "auc" and system):
+    if metric == "auc" and system:
         ece, floor = _num(system, "ece"), _num(system, "ece_floor")
         note = (f"a calibrated model shows up to {floor:.3f} on this test set"
                 if floor is not None else missing(system) or "no calibration measured")
@@ -139,10 +139,11 @@ def format_task(task: dict, checks: list[Check]) -> str:
     if metric == "auc":
         rows.append(("acc @ threshold", [acc_cell(runs[n]) for n in names],
                      verdict("decision_system", "decision_expert")))
-    rows += [("train samples/s", [_cell(runs[n], "samples_per_s", 1) for n in names],
-              verdict("throughput")),
-             ("ECE", [_cell(runs[n], "ece") for n in names], verdict("ece")),
-             ("  chance ECE", [_cell(runs[n], "ece_floor") for n in names], "")]
+    rows.append(("train samples/s", [_cell(runs[n], "samples_per_s", 1) for n in names],
+                 verdict("throughput")))
+    if metric == "auc":   # calibration is a probability's: diagnosis only
+        rows += [("ECE", [_cell(runs[n], "ece") for n in names], verdict("ece")),
+                 ("  chance ECE", [_cell(runs[n], "ece_floor") for n in names], "")]
     width = max(14, *(len(v) for _, values, _ in rows for v in values)) + 2
     head = f"{'':<17}" + "".join(f"{LABELS[n]:>{width}}" for n in names) + "   targets"
     lines = [f"== {task['key']}: {task.get('summary', '')}", head]
