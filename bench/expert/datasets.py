@@ -8,8 +8,10 @@ QUICK runs use about 0.15):
   faint, textured opacities in the lung fields, weak in mild cases; both classes carry small
   dense nodules (calcified granulomas) as decoys.
 * ``make_ct_3d``: ``COVID/`` and ``Normal/`` class folders of chest CT volumes in HU
-  (``subj<NNN>_scan<k>.nii.gz``; some subjects have a follow-up scan). Signal: one to three
-  ground-glass opacities (+90..+200 HU over lung) against small bright vessels in every scan.
+  (``subj<NNN>_scan<k>.nii.gz``; some subjects have a follow-up scan). Signal: three to six
+  diffuse ground-glass opacities (5-9 voxels, +200..+400 HU over lung at their centre) against
+  small bright vessels in every scan. Fainter versions left ~40 training volumes at chance
+  after 20 epochs for both the system and the expert.
 * ``make_msd_liver``: a Medical Segmentation Decathlon task folder (``imagesTr/``,
   ``labelsTr/``, ``dataset.json`` with ``training`` pairs) of abdominal CT in HU; masks
   1 = liver, 2 = tumour (a hypodense blob inside the liver, 20-45 HU darker).
