@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: setup demo run test test-fast m3bench bench bench-expert clean-venv
+.PHONY: setup demo run test test-fast m3bench bench bench-expert fuzz clean-venv
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ test-fast: setup
 # SUITE=paper or layout-families for either part)
 m3bench: setup
 	$(PY) -m crew bench --suite $(or $(SUITE),m3bench-lite) --runs $(or $(RUNS),1) $(if $(ONLY),--only $(ONLY))
+
+# fuzzed registrations: EXAMPLES generated bad or odd dataset folders (default 1000); totals
+fuzz: setup
+	$(PY) -m bench.fuzz_registration --examples $(or $(EXAMPLES),1000)
 
 # scale bench: scan + index 100,000 synthetic images per layout (FILES=... to change)
 bench: setup
