@@ -5,13 +5,20 @@
                             [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
                          [--epochs N] [--time-budget MIN] [--operating-point RULE]
-    python -m crew jobs [--home DIR]
-    python -m crew show JOB [--home DIR]
+    python -m crew jobs [--limit N] [--home DIR] [--json]
+    python -m crew show JOB [--events] [--home DIR]
+    python -m crew resume JOB [--home DIR] [--json]
+                            train a stopped, failed or interrupted job on from its checkpoint
     python -m crew evaluate MODEL --dataset NAME [--home DIR] [--json]
                             score a model (id, name or "latest") on another registered dataset
     python -m crew demo [--basic] [--home DIR] build and register the demo datasets
     python -m crew bench [--suite m3bench-lite|paper|layout-families] [--llm autopilot|MODEL] [--runs N]
                          [--only NAME,...] [--out FILE] [--data DIR] [--home DIR]
+    python -m crew store check|backup|restore [BACKUP] [--home DIR] [--json]
+                            the store's integrity and its rolling backups
+
+Every command that takes --json prints exactly one JSON document on stdout, an error as
+{"error": ..., "kind": ...} with a non-zero exit status (crew/cli_output.py).
 """
 from __future__ import annotations
 
@@ -21,47 +28,46 @@ import sys
 import time
 from pathlib import Path
 
-from core.config.settings import get_settings
 from core.jobs.launcher import run_to_end
-from core.jobs.lifecycle import JobError, create_job, set_approval
+from core.jobs.lifecycle import JobError, create_job, prepare_resume, set_approval
 from core.jobs.workspace import JobWorkspace
-from core.store.db import TERMINAL_STATUSES, open_store
+from core.store.db import TERMINAL_STATUSES
+from core.store.home import load_settings, open_home
+from crew.cli_output import CLIError, JsonArgumentParser, emit, run
+from crew.cli_store import add_store_parser
 
 
-def _print(data: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(data, indent=2, default=str))
-        return
-    for key, value in data.items():
-        if value not in (None, [], {}, ""):
-            print(f"{key}: "
-                  f"{json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
+def _settings(args, llm: str | None = None):
+    try:
+        return load_settings(args.home, llm)
+    except ValueError as exc:  # a malformed setting in the environment, named by the message
+        raise CLIError(str(exc)) from None
+
+
+def _open(args, llm: str | None = None):
+    try:
+        return open_home(args.home, llm)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def cmd_register(args) -> int:
-    from core.datasets.registration import register_dataset
-    settings = get_settings(args.home)
-    result = register_dataset(settings, open_store(settings.store_path), args.path, args.name,
+    from core.datasets.registration import format_registration, register_dataset
+    settings, store = _open(args)
+    result = register_dataset(settings, store, args.path, args.name,
                               args.description or "", allow_pickle=args.allow_pickle,
                               interpretation=args.interpretation)
-    if args.json:
-        _print(result, True)
-    else:
-        from core.datasets.registration import format_registration
-        print(format_registration(result))
+    emit(args, result, None if args.json else format_registration(result))
     return 0 if result["status"] == "registered" else 1
 
 
 def cmd_demo(args) -> int:
     from crew.demo import ensure_all_demos, ensure_demo
-    settings = get_settings(args.home)
+    settings, _store = _open(args)
     results = [ensure_demo(settings)] if args.basic else ensure_all_demos(settings)
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        for r in results:
-            print(f"{r['status']:<11} {r['task'] or '-':<18} {r['name']}"
-                  + (f"  errors: {r['errors']}" if r["errors"] else ""))
+    emit(args, results, "\n".join(f"{r['status']:<11} {r['task'] or '-':<18} {r['name']}"
+                                   + (f"  errors: {r['errors']}" if r["errors"] else "")
+                                   for r in results))
     return 0 if all(r["status"] == "registered" for r in results) else 1
 
 
@@ -110,24 +116,8 @@ def _ask_approval(settings, store, job_id: str, edits: dict) -> None:
         set_approval(store, job_id, "cancelled")
 
 
-def cmd_build(args) -> int:
-    if not args.yes and not sys.stdin.isatty():
-        print("error: the plan needs approval and there is no terminal to ask; pass --yes to "
-              "approve it without asking", file=sys.stderr)
-        return 2
-    settings = get_settings(args.home, args.llm)
-    store = open_store(settings.store_path)
-    # plan edits given on the command line are applied at approval, as the user's own edits
-    edits = {key: value for key, value in (("epochs", args.epochs),
-                                           ("time_budget_min", args.time_budget),
-                                           ("operating_point", args.operating_point))
-             if value is not None}
-    try:  # with edits the plan waits for approval, so they can be applied to it
-        job_id = create_job(settings, store, args.request, settings.llm,
-                            auto_approve=args.yes and not edits)
-    except JobError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def _follow(args, settings, store, job_id: str, edits: dict, resume: bool = False) -> int:
+    """Run the job's worker to its end, printing progress on stderr and the result."""
     state = {"last": 0, "asked": False}
 
     def tick(job: dict) -> None:
@@ -140,31 +130,68 @@ def cmd_build(args) -> int:
                 _ask_approval(settings, store, job_id, edits)
 
     print("(Ctrl-C stops the job; training keeps its best model so far)", file=sys.stderr)
-    result, _ = run_to_end(settings, store, job_id, on_tick=tick)  # the app's worker process
+    result, _ = run_to_end(settings, store, job_id, on_tick=tick, resume=resume)
     _progress(store, job_id, state["last"])
-    _print(result, args.json)
+    emit(args, result)
     return 0 if result.get("status") in ("succeeded", "no_dataset") else 1
 
 
+def cmd_build(args) -> int:
+    if not args.yes and not sys.stdin.isatty():
+        raise CLIError("the plan needs approval and there is no terminal to ask; pass --yes to "
+                       "approve it without asking")
+    settings, store = _open(args, args.llm)
+    # plan edits given on the command line are applied at approval, as the user's own edits
+    edits = {key: value for key, value in (("epochs", args.epochs),
+                                           ("time_budget_min", args.time_budget),
+                                           ("operating_point", args.operating_point))
+             if value is not None}
+    try:  # with edits the plan waits for approval, so they can be applied to it
+        job_id = create_job(settings, store, args.request, settings.llm,
+                            auto_approve=args.yes and not edits)
+    except JobError as exc:
+        raise CLIError(str(exc)) from None
+    return _follow(args, settings, store, job_id, edits)
+
+
+def cmd_resume(args) -> int:
+    settings, store = _open(args)
+    try:
+        prepare_resume(store, args.job_id, actor="cli")
+    except JobError as exc:
+        raise CLIError(str(exc), code=1, kind="not_resumable") from None
+    args.yes = True  # a resumed job's plan was approved in its first run
+    return _follow(args, settings, store, args.job_id, {}, resume=True)
+
+
+def _job_line(job: dict) -> str:
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(job["created_at"] or 0))
+    return (f"{job['id']}  {created}  {job['status']:<17} {job['dataset'] or '-':<30} "
+            f"{(job['request'] or '')[:60]}")
+
+
 def cmd_jobs(args) -> int:
-    store = open_store(get_settings(args.home).store_path)
-    for job in store.jobs(args.limit):
-        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(job["created_at"]))
-        print(f"{job['id']}  {created}  {job['status']:<17} {job['dataset'] or '-':<30} "
-              f"{job['request'][:60]}")
+    _settings_, store = _open(args)
+    jobs = store.jobs(args.limit)
+    if args.json:
+        keys = ("id", "status", "stage", "dataset", "task", "request", "llm", "created_at",
+                "started_at", "finished_at", "pid", "error")
+        emit(args, [{k: job.get(k) for k in keys} for job in jobs])
+    else:
+        emit(args, None, "\n".join(_job_line(job) for job in jobs) or "no jobs yet")
     return 0
 
 
 def cmd_show(args) -> int:
-    store = open_store(get_settings(args.home).store_path)
+    _settings_, store = _open(args)
     job = store.job(args.job_id)
     if job is None:
-        print(f"error: no job {args.job_id}; `python -m crew jobs` lists them", file=sys.stderr)
-        return 1
+        raise CLIError(f"no job {args.job_id}; `python -m crew jobs` lists them", code=1,
+                       kind="not_found")
     job["result"] = json.loads(job["result"]) if job.get("result") else None
     if args.events:
         job["events"] = store.events(args.job_id)
-    _print(job, True)
+    emit(args, job, always_json=True)
     return 0 if job["status"] not in TERMINAL_STATUSES - {"succeeded", "no_dataset"} else 1
 
 
@@ -172,32 +199,37 @@ def cmd_evaluate(args) -> int:
     from core.external_validation.compat import ExternalValidationError
     from core.external_validation.views import side_by_side, text_table
     from crew.external import evaluate_on_dataset
-    settings = get_settings(args.home)
+    settings, store = _open(args)
     try:
-        report = evaluate_on_dataset(settings, open_store(settings.store_path), args.model,
+        report = evaluate_on_dataset(settings, store, args.model,
                                      args.dataset, actor="cli",
                                      request=f"evaluate {args.model} --dataset {args.dataset}")
     except ExternalValidationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        _print({**report, "side_by_side": side_by_side(report)}, True)
-    else:
-        print(text_table(report))
+        raise CLIError(str(exc)) from None
+    emit(args, {**report, "side_by_side": side_by_side(report)} if args.json else report,
+         None if args.json else text_table(report))
     return 0
 
 
 def cmd_bench(args) -> int:
-    from crew.bench import main
-    return main(args)
+    from crew.bench import format_table, run_bench
+    settings = _settings(args, args.llm)
+    try:
+        results = run_bench(settings, args.suite, settings.llm, args.runs, args.only, args.data,
+                            args.out)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    emit(args, results, None if args.json else
+         f"{format_table(results)}\nresults: {results['results_path']}")
+    return 130 if results.get("interrupted") else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="M3Builder home folder (default: $M3B_HOME or ~/.m3builder)")
     common.add_argument("--json", action="store_true", help="print JSON")
-    parser = argparse.ArgumentParser(prog="python -m crew", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = JsonArgumentParser(prog="python -m crew", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("register", parents=[common], help="register a dataset folder")
     p.add_argument("path")
@@ -229,6 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id")
     p.add_argument("--events", action="store_true", help="include every step")
     p.set_defaults(func=cmd_show)
+    p = sub.add_parser("resume", parents=[common],
+                       help="train a stopped, failed or interrupted job on from its newest "
+                            "checkpoint")
+    p.add_argument("job_id")
+    p.set_defaults(func=cmd_resume)
     p = sub.add_parser("evaluate", parents=[common],
                        help="score a trained model on another registered dataset")
     p.add_argument("model", help='model id (its job id), model name, or "latest"')
@@ -250,9 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="folder for the generated datasets "
                                   "(default <home>/demo/m3bench_lite)")
     p.set_defaults(func=cmd_bench)
+    add_store_parser(sub, common)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return run(build_parser(), argv, lambda args: args.func(args))

@@ -64,14 +64,17 @@ def test_approval_decision_is_validated(store):
         set_approval(store, "j", "maybe")
 
 
-def test_orphaned_running_job_is_marked_failed(store):
+def test_orphaned_running_job_is_marked_interrupted(store):
     from core.jobs.lifecycle import reap_orphans
     store.insert_job({"id": "dead", "status": "running", "created_at": 0.0, "pid": 2 ** 22 + 7})
     store.insert_job({"id": "live", "status": "running", "created_at": 0.0, "pid": os.getpid()})
+    assert store.job("dead", raw=True)["status"] == "running"
+    assert store.job("dead")["status"] == "interrupted"  # every reader sees it before the reap
     assert reap_orphans(store) == ["dead"]
-    assert store.job("dead")["status"] == "failed"
-    assert "ended unexpectedly" in store.job("dead")["error"]
+    assert store.job("dead", raw=True)["status"] == "interrupted"
+    assert "python -m crew resume dead" in store.job("dead")["error"]
     assert store.job("live")["status"] == "running"
+    assert reap_orphans(store) == []
 
 
 # Stopping a job during training (the best model so far is kept and scored) is checked by

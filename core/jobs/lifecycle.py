@@ -5,8 +5,11 @@ A job row is the only truth about a job: the page that started it may be gone; t
 process (``python -m crew.worker``) reads and writes the same row.
 
 Statuses: queued -> running -> [awaiting_approval -> running] -> succeeded | failed |
-no_dataset | cancelled | stopped; stopped | failed -> queued -> running (resume: only the Model
-Trainer's training, from the newest checkpoint, and its evaluation run again).
+no_dataset | cancelled | stopped; stopped | failed | interrupted -> queued -> running (resume:
+only the Model Trainer's training, from the newest checkpoint, and its evaluation run again).
+``interrupted``: the job's process is gone (killed, the machine restarted) while its row said it
+was working; every reader sees it so (core/store/liveness.py), and a parent that notices records
+it (:func:`reap_orphans`).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from core.config.settings import Settings
 from core.store.db import TERMINAL_STATUSES, Store
+from core.store.liveness import INTERRUPTED, interrupted_message, is_orphaned, process_alive
 from core.jobs.workspace import JobWorkspace
 from core.datasets.datacards import write_json_atomic
 
@@ -77,26 +81,29 @@ def wait_for_approval(store: Store, job_id: str, poll_s: float = 0.5,
     return "cancelled"
 
 
-def worker_alive(pid: int) -> bool:
-    """Whether a job's worker process still runs (a zombie does not)."""
-    import psutil
-    try:
-        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+def worker_alive(pid: int, identity: str | None = None) -> bool:
+    """Whether a job's worker process still runs (a zombie does not; with ``identity``, a pid
+    now held by another process does not either)."""
+    return process_alive(pid, identity)
+
+
+def job_alive(job: dict) -> bool:
+    """Whether the process recorded for the job still runs."""
+    return bool(job.get("pid")) and process_alive(job["pid"], job.get("pid_start") or None)
 
 
 def reap_orphans(store: Store) -> list[str]:
-    """Mark jobs whose worker process is gone (killed, machine restarted) as failed, so no job
-    shows 'running' forever. Returns the ids it marked."""
+    """Record as ``interrupted`` (resumable) the jobs whose process is gone (killed, machine
+    restarted), so no job stays 'running' in the store. Readers already see them so; this makes
+    it last. Called by parents only (the app at start-up, the CLI following a job). Returns the
+    ids it marked."""
     marked = []
-    for job in store.jobs(limit=200):
-        if job["status"] in TERMINAL_STATUSES or job["status"] == "queued" or not job.get("pid"):
-            continue
-        if not worker_alive(job["pid"]):
-            store.update_job(job["id"], status="failed", finished_at=time.time(),
-                             error="the job's worker process ended unexpectedly; start the "
-                                   "request again")
+    for job in store.jobs(limit=200, raw=True):
+        if is_orphaned(job):
+            store.update_job(job["id"], status=INTERRUPTED, finished_at=time.time(),
+                             error=job.get("error") or interrupted_message(job))
+            store.audit("system", "job_interrupted", job["id"],
+                        f"pid {job['pid']} gone while {job['status']}")
             marked.append(job["id"])
     return marked
 
@@ -106,7 +113,7 @@ def is_finished(job: dict | None) -> bool:
 
 
 # ------------------------------------------------------------------------------ dashboard views
-RESUMABLE_STATUSES = {"stopped", "failed"}
+RESUMABLE_STATUSES = {"stopped", "failed", INTERRUPTED}
 
 
 def role_timeline(events: list[dict], roles: list[str], job: dict | None = None,
@@ -173,18 +180,19 @@ def checkpoint_problem(workspace: str | Path) -> str:
 
 
 def resume_problem(job: dict | None) -> str:
-    """Why a job cannot be resumed ('' when it can): it must have stopped or failed, and its
-    workspace must hold a complete checkpoint of a template that resumes."""
+    """Why a job cannot be resumed ('' when it can): it must have stopped, failed or been
+    interrupted, and its workspace must hold a complete checkpoint of a template that
+    resumes."""
     if not job:
         return "there is no such job"
     if job.get("status") not in RESUMABLE_STATUSES:
-        return (f"only a stopped or failed job can be resumed; this one is "
+        return (f"only a stopped, failed or interrupted job can be resumed; this one is "
                 f"{job.get('status') or 'unknown'}")
     return checkpoint_problem(job.get("workspace") or "")
 
 
 def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
-    """Make a stopped or failed job ready to train again from its newest checkpoint: set
+    """Make a stopped, failed or interrupted job ready to train again from its newest checkpoint: set
     ``"resume": true`` in its train_config.json, clear the stop flag and the error, and queue
     it. The caller then starts the worker with
     ``core.jobs.launcher.launch_worker(..., resume=True)``, which runs only the Model Trainer's
@@ -198,7 +206,7 @@ def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
     config = json.loads(ws.train_config.read_text(encoding="utf-8"))
     write_json_atomic(ws.train_config, {**config, "resume": True})
     store.update_job(job_id, status="queued", stage="Model Trainer", stop_requested=0, error="",
-                     finished_at=None)
+                     finished_at=None, pid=None, pid_start="")  # the old process is gone
     store.audit(actor, "resume_job", job_id, f"from {job['status']}")
     return store.job(job_id)
 

@@ -1,10 +1,19 @@
-"""The store: one SQLite file (WAL) through sqlite-utils, shared by the app, the crew and the
-training processes. Every write is a short transaction; every connection tolerates other
-processes writing at the same time (``timeout=30``).
+"""The store: one SQLite file (WAL) through sqlite-utils, written only by parent processes (the
+app, the CLI, a job's worker). Every write is a short transaction; every connection tolerates
+other processes writing at the same time (the busy timeout, 30 s unless
+``M3B_STORE_BUSY_TIMEOUT_S`` says otherwise).
+
+Opening checks the file (``PRAGMA quick_check``, once per process and path): a damaged store is
+refused with a message naming the newest good backup and the command that restores it, so
+nothing is ever written to it. A store that passed is backed up now and then
+(core/store/backup.py). Every problem reaches the caller as a ``core.store.errors.StoreError``
+that says what is wrong and what to do. Job rows are read through
+``core.store.liveness.effective_status``: a job whose process is gone reads as ``interrupted``.
 """
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -12,6 +21,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import sqlite_utils
+
+from core.store import backup as backups
+from core.store.errors import StoreDamaged, StoreError, damaged_message, translate
+from core.store.liveness import INTERRUPTED, effective_status, process_identity
 
 SCHEMA: dict[str, dict[str, Any]] = {
     "datacards": {
@@ -23,7 +36,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "jobs": {
         "columns": {"id": str, "request": str, "llm": str, "status": str, "stage": str,
                     "dataset": str, "task": str, "workspace": str, "created_at": float,
-                    "started_at": float, "finished_at": float, "pid": int, "auto_approve": int,
+                    "started_at": float, "finished_at": float, "pid": int, "pid_start": str,
+                    "auto_approve": int,
                     "approval": str, "stop_requested": int, "error": str, "result": str},
         "pk": "id",
     },
@@ -52,24 +66,79 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
 }
 
-TERMINAL_STATUSES = {"succeeded", "failed", "no_dataset", "cancelled", "stopped"}
+TERMINAL_STATUSES = {"succeeded", "failed", "no_dataset", "cancelled", "stopped", INTERRUPTED}
+BUSY_TIMEOUT_ENV = "M3B_STORE_BUSY_TIMEOUT_S"
 _init_lock = threading.Lock()
+
+
+def busy_timeout_s() -> float:
+    """How long a write waits for another process's lock (``M3B_STORE_BUSY_TIMEOUT_S``)."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "").strip()
+    try:
+        return max(0.05, float(raw)) if raw else 30.0
+    except ValueError:
+        raise StoreError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds; unset it or "
+                         "give e.g. 30") from None
 
 
 class Store:
     """Thin, typed access to the tables. Safe to share between threads of one process."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, backup: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False,
-                               isolation_level=None)
-        self.db = sqlite_utils.Database(conn)
-        self._lock = threading.RLock()
-        with _init_lock:
-            self.db.enable_wal()
-            self.db.execute("PRAGMA busy_timeout = 30000")
-            self._create_tables()
+        self.timeout_s = busy_timeout_s()
+        self.damaged = ""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise translate(self.path, exc) from None
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(f"the store {self.path} is not a file; move it away or point "
+                             "--home (or M3B_HOME) at another folder")
+        had_data = self.path.is_file() and self.path.stat().st_size > 0
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout_s,
+                                   check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._problem(exc) from None
+        try:
+            if had_data:  # before anything could write to it
+                problem = backups.check_connection(conn)
+                if problem:
+                    raise StoreDamaged(damaged_message(self.path, problem, self._good_backup()))
+            self.db = sqlite_utils.Database(conn)
+            self._lock = threading.RLock()
+            with _init_lock:
+                self.db.enable_wal()
+                self.db.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+                self._create_tables()
+        except (sqlite3.Error, OSError) as exc:
+            conn.close()
+            raise self._problem(exc) from None
+        if backup and had_data and self._holds_rows():
+            backups.maybe_backup(self.path)
+
+    def _holds_rows(self) -> bool:
+        """Whether there is anything worth a backup (a new, empty store is not)."""
+        query = " or ".join(f"exists(select 1 from [{name}])" for name in
+                            ("jobs", "datacards", "models", "audit"))
+        return bool(self.db.execute(f"select {query}").fetchone()[0])
+
+    def _good_backup(self) -> Path | None:
+        return next((p for p in backups.list_backups(self.path) if not backups.check_file(p)),
+                    None)
+
+    def _problem(self, exc: BaseException) -> StoreError:
+        """The StoreError for a SQLite or OS error met on this store."""
+        error = translate(self.path, exc, self.timeout_s)
+        if isinstance(error, StoreDamaged):
+            if not isinstance(exc, StoreDamaged):  # found while working, not at open
+                error = StoreDamaged(damaged_message(self.path, str(exc), self._good_backup()))
+            self.damaged = str(error)
+        return error
+
+    def close(self) -> None:
+        self.db.conn.close()
 
     def _create_tables(self) -> None:
         for name, spec in SCHEMA.items():
@@ -86,6 +155,8 @@ class Store:
 
     # ---------------------------------------------------------------- generic helpers
     def _write(self, fn) -> Any:
+        if self.damaged:
+            raise StoreDamaged(self.damaged)
         with self._lock:
             for attempt in range(5):
                 try:
@@ -93,12 +164,25 @@ class Store:
                         return fn()
                 except sqlite3.OperationalError as exc:
                     if "locked" not in str(exc) or attempt == 4:
-                        raise
+                        raise self._problem(exc) from None
                     time.sleep(0.2 * (attempt + 1))
+                except sqlite3.DatabaseError as exc:
+                    raise self._problem(exc) from None
 
     def rows(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
         with self._lock:
-            return [dict(r) for r in self.db.query(sql, list(params))]
+            try:
+                return [dict(r) for r in self.db.query(sql, list(params))]
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, StoreError):
+                    raise
+                raise self._problem(exc) from None
+
+    def backup_if_due(self, min_age_s: float = backups.JOB_END_MIN_AGE_S) -> Path | None:
+        """A rolling backup (core/store/backup.py) when the newest is older than min_age_s."""
+        if self.damaged:
+            return None
+        return backups.maybe_backup(self.path, min_age_s)
 
     # ---------------------------------------------------------------- datacards
     def upsert_datacard(self, row: dict) -> None:
@@ -111,20 +195,32 @@ class Store:
         return self.rows("select * from datacards order by source desc, name")
 
     # ---------------------------------------------------------------- jobs
+    @staticmethod
+    def _with_identity(fields: dict) -> dict:
+        """Recording a job's pid records that process's identity with it (pid reuse)."""
+        if fields.get("pid") and "pid_start" not in fields:
+            return {**fields, "pid_start": process_identity(fields["pid"]) or ""}
+        return fields
+
     def insert_job(self, row: dict) -> None:
+        row = self._with_identity(row)
         self._write(lambda: self.db["jobs"].insert(row, pk="id", alter=True))
 
     def update_job(self, job_id: str, **fields: Any) -> None:
         fields = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
-                  for k, v in fields.items()}
+                  for k, v in self._with_identity(fields).items()}
         self._write(lambda: self.db["jobs"].update(job_id, fields, alter=True))
 
-    def job(self, job_id: str) -> dict | None:
+    def job(self, job_id: str, raw: bool = False) -> dict | None:
+        """The job's row; unless ``raw``, as readers see it (``interrupted`` when its process is
+        gone: core/store/liveness.py)."""
         found = self.rows("select * from jobs where id = ?", [job_id])
-        return found[0] if found else None
+        row = found[0] if found else None
+        return row if raw else effective_status(row)
 
-    def jobs(self, limit: int = 50) -> list[dict]:
-        return self.rows("select * from jobs order by created_at desc limit ?", [limit])
+    def jobs(self, limit: int = 50, raw: bool = False) -> list[dict]:
+        rows = self.rows("select * from jobs order by created_at desc limit ?", [limit])
+        return rows if raw else [effective_status(r) for r in rows]
 
     # ---------------------------------------------------------------- events and metrics
     def add_event(self, job_id: str, role: str, kind: str, tool: str = "", args: str = "",
@@ -165,11 +261,22 @@ class Store:
 
 
 _stores: dict[Path, Store] = {}
+_stores_lock = threading.Lock()
 
 
 def open_store(path: str | Path) -> Store:
-    """One Store per database file per process."""
-    key = Path(path).resolve()
-    if key not in _stores:
-        _stores[key] = Store(key)
-    return _stores[key]
+    """One Store per database file per process (checked once, when first opened). Raises
+    ``core.store.errors.StoreError`` with what to do when the store cannot be used."""
+    key = Path(path).expanduser().resolve()
+    with _stores_lock:
+        if key not in _stores:
+            _stores[key] = Store(key)
+        return _stores[key]
+
+
+def forget_store(path: str | Path) -> None:
+    """Close and drop this process's Store of ``path`` (after a restore; in tests)."""
+    with _stores_lock:
+        store = _stores.pop(Path(path).expanduser().resolve(), None)
+    if store is not None:
+        store.close()
