@@ -13,7 +13,7 @@ from core.config.settings import AUTOPILOT, Settings
 from core.store.db import open_store
 from crew.autopilot import ROUTINES, StageError
 from crew.stages import STAGES, check_evaluated
-from tools.context import JobContext
+from tools.context import JobContext, ToolError
 from tools.registry import tools_for
 from tools.scripts import stop_background
 
@@ -72,16 +72,27 @@ class JobRunner:
             return False
         job = self.store.job(self.ctx.job_id)
         if job.get("approval") == "approved":
-            return True
+            return self._fix_dataset()
         if job.get("auto_approve"):
             set_approval(self.store, self.ctx.job_id, "approved", actor="auto-approve (--yes)")
-            return True
+            return self._fix_dataset()
         self.store.update_job(self.ctx.job_id, status="awaiting_approval")
         decision = wait_for_approval(self.store, self.ctx.job_id)
         if decision != "approved":
             self.outcome = "cancelled"
             return False
         self.store.update_job(self.ctx.job_id, status="running")
+        return self._fix_dataset()
+
+    def _fix_dataset(self) -> bool:
+        """The plan is approved (no child has run yet): fix the dataset folder the job may read
+        in the store, from the approved plan's registered dataset. Later changes to plan.json
+        (children may write it) never change it."""
+        try:
+            self.ctx.fix_dataset_root()
+        except ToolError as exc:
+            self.outcome, self.error = "failed", f"approval: {exc}"
+            return False
         return True
 
     def _stop_requested(self) -> bool:

@@ -61,7 +61,15 @@ def make_dataset(root: Path) -> Path:
     return root
 
 
+def register_card(settings, name: str, dataset: Path) -> None:
+    """A registered datacard for ``dataset`` (the job's dataset folder must be registered)."""
+    from core.datasets.datacards import Datacard, save_datacard
+    save_datacard(Datacard(name=name, path=str(dataset), tasks=["diagnosis"]),
+                  settings.datacards_dir)
+
+
 def make_job(settings, store, dataset: Path) -> JobContext:
+    register_card(settings, "tiny", dataset)
     job_id = create_job(settings, store, "classify pneumonia", llm="scripted", auto_approve=True)
     ctx = JobContext(settings, store, job_id, "classify pneumonia")
     ws = ctx.workspace.ensure()
@@ -462,7 +470,9 @@ def test_a_plan_pointing_at_a_system_folder_exposes_nothing(settings, store, tmp
     from core.config.settings import REPO_ROOT
     ctx = make_job(settings, store, tmp_path)
     real = folder.format(home=Path.home(), repo=REPO_ROOT, app=settings.home)
-    ctx.workspace.plan.write_text(json.dumps({"status": "ready", "dataset_path": real}))
+    register_card(settings, "system", Path(real))  # even a registered card's folder is refused
+    ctx.workspace.plan.write_text(json.dumps({"status": "ready", "dataset": "system",
+                                              "dataset_path": real}))
     for name in ("preview_dirs", "list_files"):
         refused(FILE_TOOLS[name](ctx=ctx, role="Data Engineer").call(path="dataset"),
-                "contains the app's own files")
+                "is or contains")

@@ -1,12 +1,18 @@
-"""The job a tool works for: settings, store, job id, workspace. Tools never reach outside it."""
+"""The job a tool works for: settings, store, job id, workspace. Tools never reach outside it.
+
+The job's dataset folder is the one the parent fixed in the store when the plan was approved
+(core.jobs.dataset_root), never what ``plan.json`` says later: children may rewrite the plan.
+The context reads that record once and keeps it for the job's life."""
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.config.settings import Settings
 from core.store.db import Store
+from core.jobs.dataset_root import (DatasetRootError, fix_dataset_root, stored_dataset_root)
 from core.jobs.gates import GateMemo, GateResult
 from core.jobs.workspace import JobWorkspace
 
@@ -24,15 +30,59 @@ class JobContext:
     gates: GateMemo = field(default_factory=GateMemo)
     # LLM mode only: each role's bounds (role name -> Budget); autopilot runs unbounded
     budgets: dict[str, "Budget"] = field(default_factory=dict)
+    # (dataset name, real folder) fixed by the parent at approval; read once from the store
+    fixed_dataset: tuple[str, Path] | None = field(default=None, repr=False)
 
     @property
     def workspace(self) -> JobWorkspace:
         return JobWorkspace(self.settings.jobs_dir / self.job_id)
 
-    def plan(self) -> dict:
+    def raw_plan(self) -> dict:
+        """plan.json as it is on disk (a child may have rewritten it since approval)."""
         if not self.workspace.plan.exists():
             raise ToolError("there is no plan.json yet: the Task Manager must write the plan first")
         return self.workspace.read_plan()
+
+    def plan(self) -> dict:
+        """The plan, with the dataset (name and folder) the parent fixed at approval in place
+        of whatever plan.json says now."""
+        plan = self.raw_plan()
+        fixed = self.fixed_dataset or self._stored_dataset()
+        if fixed is not None and plan.get("status") == "ready":
+            plan["dataset"], plan["dataset_path"] = fixed[0], str(fixed[1])
+        return plan
+
+    def _stored_dataset(self) -> tuple[str, Path] | None:
+        if self.fixed_dataset is None:
+            self.fixed_dataset = stored_dataset_root(self.store, self.job_id)
+        return self.fixed_dataset
+
+    def fix_dataset_root(self) -> Path | None:
+        """Parent only, when the plan is approved: check the plan's dataset against the registry
+        and record its folder in the store for the rest of the job (ToolError when refused)."""
+        try:
+            root = fix_dataset_root(self.settings, self.store, self.job_id, self.raw_plan())
+        except DatasetRootError as exc:
+            raise ToolError(str(exc)) from exc
+        self.fixed_dataset = None
+        return root if root is None else self._stored_dataset()[1]
+
+    def dataset_root(self) -> Path | None:
+        """The job's dataset folder: the record fixed at approval, kept for the job's life.
+        A job with a plan but no record yet (approved by an older version, or tools called
+        outside the job runner) gets it fixed now from the plan's *registered* dataset; None
+        when the plan names no dataset or the job has no row. ToolError when refused."""
+        fixed = self._stored_dataset()
+        if fixed is None:
+            try:
+                plan = self.raw_plan()
+            except ToolError:
+                return None
+            if plan.get("status") != "ready" or self.store.job(self.job_id) is None:
+                return None
+            self.fix_dataset_root()
+            fixed = self._stored_dataset()
+        return fixed[1] if fixed else None
 
     def gate(self, name: str, check: Callable[[], GateResult]) -> GateResult:
         """The verdict of gate ``name`` on the workspace as it is now, run at most once."""

@@ -4,8 +4,9 @@ An agent names files by *virtual* paths, never by absolute ones:
 
 * ``Datapath/train.json``, ``scripts/make_index.py`` ... are relative to the job's workspace
   (``<home>/workspace/jobs/<job_id>/``), which tools may read and write;
-* ``dataset/...`` is the planned dataset (``plan.json``'s ``dataset_path`` once the plan is
-  ``ready``), read-only: ``dataset/train/a.png``.
+* ``dataset/...`` is the planned dataset, read-only: ``dataset/train/a.png``. Its folder is the
+  one the parent fixed in the store when the plan was approved (a registered dataset's folder,
+  core.jobs.dataset_root), never what ``plan.json`` says later: confined code may rewrite it.
 
 ``Jail.resolve(path, write)`` turns a virtual path into a real one or raises a ToolError that
 says what is wrong and what to do instead. Refused: absolute paths, ``~``, any ``..``, empty
@@ -69,28 +70,25 @@ class Jail:
 
     # -- the dataset --------------------------------------------------------------------------
     def dataset_root(self, required: bool = True) -> Path | None:
-        """The planned dataset's real folder; None (or a ToolError) when there is none."""
-        try:
-            plan = self.ctx.plan()
-        except ToolError:
-            if required:
-                raise
-            return None
-        if plan.get("status") != "ready" or not plan.get("dataset_path"):
+        """The job's dataset folder as the parent fixed it when the plan was approved (the
+        store's record, never plan.json as it is now: children may rewrite the plan); None (or
+        a ToolError) when there is none."""
+        root = self.ctx.dataset_root()
+        if root is None:
             if required:
                 raise ToolError("the plan has no dataset (its status is not 'ready'), so "
                                 "'dataset/' is empty; the Task Manager plans a dataset first")
             return None
-        root = os.path.realpath(plan["dataset_path"])
+        real = os.path.realpath(root)
         # a dataset folder must not contain the app's own files (store, workspace, the repo)
-        # or a home folder (keys, credentials)
+        # or a home folder (keys, credentials); checked when fixed, and again here
         for own in (self.root, Path(self.ctx.settings.home), REPO_ROOT, Path.home()):
-            if _is_within(os.path.realpath(own), root):
-                raise ToolError(f"the planned dataset folder {root} contains the app's own "
+            if _is_within(os.path.realpath(own), real):
+                raise ToolError(f"the planned dataset folder {real} contains the app's own "
                                 f"files ({own}); register the dataset's own folder instead")
-        if not os.path.isdir(root):
-            raise ToolError(f"the planned dataset folder {root} does not exist")
-        return Path(root)
+        if not os.path.isdir(real):
+            raise ToolError(f"the planned dataset folder {real} does not exist")
+        return Path(real)
 
     # -- resolving ----------------------------------------------------------------------------
     @staticmethod
