@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 
-from core.config.secrets import scrub, secret_values
+from core.config.secrets import scrub, scrub_text, secret_values
 
 _routes: dict[str, tuple] = {}       # agent id / task id -> (JobContext, role)
 _lock = threading.Lock()
@@ -43,13 +43,27 @@ def _tokens(usage: dict | None) -> int:
 
 
 def _scrub(messages: list) -> int:
-    """Replace any secret value found in the prompt (in place); how many were replaced."""
+    """Replace any secret value found in the prompt (in place): text content, the text parts
+    of a multi-part content, tool calls' arguments; how many were replaced."""
     secrets, hits = secret_values(), 0
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            message["content"], found = scrub(content, secrets)
+
+    def clean(holder: dict, key: str) -> None:
+        nonlocal hits
+        if isinstance(holder.get(key), str):
+            holder[key], found = scrub(holder[key], secrets)
             hits += found
+
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        clean(message, "content")
+        for part in message.get("content") if isinstance(message.get("content"), list) else []:
+            if isinstance(part, dict):
+                clean(part, "text")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                clean(function, "arguments")
     return hits
 
 
@@ -116,7 +130,8 @@ def register_handlers() -> None:
             ctx, role = found
             call = getattr(event, "call_type", None)
             ctx.event(role, "llm", tool=getattr(call, "value", str(call)),
-                      args=f"model={event.model}", result=str(event.response)[:200],
+                      args=f"model={event.model}",
+                      result=scrub_text(str(event.response))[:200],
                       tokens=_tokens(event.usage), cost=cost_usd(event.model, event.usage))
 
     @crewai_event_bus.on(LLMCallFailedEvent)
@@ -124,7 +139,8 @@ def register_handlers() -> None:
         found = _lookup(event)
         if found:
             ctx, role = found
-            ctx.event(role, "llm", tool="error", result=str(event.error)[:300], ok=False)
+            ctx.event(role, "llm", tool="error", result=scrub_text(str(event.error))[:300],
+                      ok=False)
 
     _registered = True
 

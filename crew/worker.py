@@ -9,7 +9,23 @@ import argparse
 import json
 import sys
 
+from core.config.secrets import scrub_text
 from core.config.settings import get_settings
+
+
+class ScrubbedStream:
+    """The worker's stdout or stderr (its log file) with every secret value taken out of what is
+    written: tracebacks and library warnings may quote a key or a URL's credentials."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(scrub_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,4 +46,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)
     sys.exit(main())

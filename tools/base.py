@@ -13,7 +13,7 @@ from typing import Any
 from crewai.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from core.config.secrets import scrub, secret_values
+from core.config.secrets import scrub, scrub_value, secret_values
 from tools.context import JobContext, ToolError
 
 MAX_RESULT_CHARS = 6000
@@ -52,13 +52,17 @@ class M3Tool(BaseTool):
             result = {"ok": False, "error": str(exc)}
         except Exception as exc:  # a bug or an unexpected input: report, don't crash the crew
             result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        # scrubbed before anything is cut short, so no part of a secret is left behind
         secrets = secret_values()
-        logged = self.summarise(result) if result["ok"] else short(result)
-        self.ctx.event(self.role, "tool", tool=self.name, args=scrub(short(kwargs), secrets)[0],
+        shown = scrub_value(json.loads(json.dumps(result, default=str)), secrets)
+        logged = self.summarise(shown) if result["ok"] else short(shown)
+        self.ctx.event(self.role, "tool", tool=self.name,
+                       args=short(scrub_value(json.loads(json.dumps(kwargs, default=str)),
+                                              secrets)),
                        result=scrub(logged, secrets)[0], seconds=time.time() - started,
                        ok=result["ok"])
-        self._last_result = result
-        text = scrub(json.dumps(result, default=str), secrets)[0]  # never a key to the LLM
+        self._last_result = result  # autopilot's own (never leaves the process)
+        text = scrub(json.dumps(shown), secrets)[0]  # never a key to the LLM
         if len(text) > MAX_RESULT_CHARS:
             text = text[:MAX_RESULT_CHARS] + f"... [{len(text) - MAX_RESULT_CHARS} chars cut]"
         return text
