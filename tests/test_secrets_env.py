@@ -285,3 +285,19 @@ def test_the_cache_is_not_shared_with_explicit_environments(planted):
     assert secret_values({}) == []
     assert LLM_KEY in secret_values()
     assert secrets._cache is not None
+
+
+def test_the_store_scrubs_events_errors_results_and_audit_rows(planted, settings, store):
+    from core.jobs.lifecycle import create_job
+    job_id = create_job(settings, store, "classify pneumonia", llm="openai/gpt-4o")
+    store.add_event(job_id, "System", "info", tool="x", args=f"url={LLM_BASE_URL}",
+                    result="y" * 3990 + LLM_KEY)  # cut at 4000: scrubbed first
+    store.update_job(job_id, error=f"APIConnectionError: {LLM_BASE_URL} key {LLM_KEY}",
+                     result={"error": f"jwt {PRIVATE_JWT}", "status": "failed"})
+    store.audit("Data Engineer", "llm_prompt", job_id, f"{GATEWAY_PASS} {DB_PASSWORD}")
+    rows = (store.events(job_id), store.job(job_id),
+            store.rows("select * from audit where target = ?", [job_id]))
+    assert_no_leak(json.dumps(rows))
+    assert LLM_KEY[:10] not in json.dumps(rows[0])
+    assert "gw.local/v1" in rows[1]["error"] and json.loads(rows[1]["result"])["status"] == \
+        "failed"

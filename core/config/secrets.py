@@ -53,11 +53,13 @@ CHILD_NAMES = frozenset({
     *QUIET_ENV})  # telemetry and downloads off (core.config.bootstrap)
 CHILD_PREFIXES = ("LC_", "NCCL_")
 
-# what the job worker reads besides a child's variables (core.config.settings, tools.confinement)
+# what the job worker reads besides a child's variables (core.config.settings, core.store.db,
+# tools.confinement, runtime.privileges)
 WORKER_NAMES = frozenset({
     "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
     "M3B_LLM", "M3B_LLM_BASE_URL", KEY_ENV_SETTING, "M3B_MAX_ACTIONS", "M3B_ROLE_TIME_LIMIT_S",
     "M3B_LLM_RETRIES", "M3B_LLM_BACKOFF_S", "M3B_LLM_TIMEOUT_S", "M3B_ALLOW_UNCONFINED_SCRIPTS",
+    "M3B_STORE_BUSY_TIMEOUT_S", "M3B_SANDBOX_UID", "M3B_SANDBOX_GID",
     "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
     "no_proxy", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE"})

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 import sqlite_utils
 
+from core.config.secrets import scrub_text
 from core.store import backup as backups
 from core.store.errors import StoreDamaged, StoreError, damaged_message, translate
 from core.store.liveness import INTERRUPTED, effective_status, process_identity
@@ -68,6 +69,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
 
 TERMINAL_STATUSES = {"succeeded", "failed", "no_dataset", "cancelled", "stopped", INTERRUPTED}
 BUSY_TIMEOUT_ENV = "M3B_STORE_BUSY_TIMEOUT_S"
+# text columns shown to the user (core.config.secrets.scrub_text takes secret values out)
+SCRUBBED_JOB_FIELDS = ("error", "result")
 _init_lock = threading.Lock()
 
 
@@ -209,6 +212,9 @@ class Store:
     def update_job(self, job_id: str, **fields: Any) -> None:
         fields = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
                   for k, v in self._with_identity(fields).items()}
+        for key in SCRUBBED_JOB_FIELDS:  # shown to the user: never a secret value
+            if isinstance(fields.get(key), str):
+                fields[key] = scrub_text(fields[key])
         self._write(lambda: self.db["jobs"].update(job_id, fields, alter=True))
 
     def job(self, job_id: str, raw: bool = False) -> dict | None:
@@ -227,7 +233,8 @@ class Store:
                   result: str = "", seconds: float = 0.0, tokens: int = 0, ok: bool = True,
                   cost: float = 0.0) -> None:
         row = {"job_id": job_id, "ts": time.time(), "role": role, "kind": kind, "tool": tool,
-               "args": args[:2000], "result": result[:4000], "seconds": round(seconds, 3),
+               "args": scrub_text(args)[:2000], "result": scrub_text(result)[:4000],
+               "seconds": round(seconds, 3),
                "tokens": int(tokens), "ok": int(bool(ok)), "cost": float(cost)}
         self._write(lambda: self.db["job_events"].insert(row))
 
@@ -256,7 +263,7 @@ class Store:
 
     def audit(self, actor: str, action: str, target: str, detail: str = "") -> None:
         row = {"ts": time.time(), "actor": actor, "action": action, "target": target,
-               "detail": detail[:2000]}
+               "detail": scrub_text(detail)[:2000]}
         self._write(lambda: self.db["audit"].insert(row))
 
 
