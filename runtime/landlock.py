@@ -19,9 +19,12 @@ What a confined script gets (see ``tools/scripts.py`` for the job's own paths):
   lists it to find the package folders, while ``.streamlit/secrets.toml`` stays unreadable);
 * ``write_files``: single files opened for writing (``/dev/null``; non-folder files).
 
-Not covered by Landlock and so by other means: UDP and other non-TCP sockets (``isolate_network``
-puts the child in a new, empty network namespace when the kernel lets us), process limits (the
-script runner's timeout), and ``/proc`` (never granted: a child that could read
+Not covered by Landlock and so by other means (``preexec``, runtime/hardening.py): UDP and
+other non-TCP sockets (a new, empty network namespace when the kernel lets us), a file's mode,
+owner, times and xattrs, ptrace, mounts, namespaces, keyrings, BPF, perf events and Unix
+sockets (runtime/seccomp.py), capabilities and root's uid (runtime/privileges.py), a shared
+``/dev/shm`` (a private tmpfs in a new mount namespace, runtime/namespaces.py), resource use
+(rlimits; the runner's timeout), and ``/proc`` (never granted: a child that could read
 ``/proc/<parent>/environ`` would see the app's API keys).
 """
 from __future__ import annotations
@@ -32,6 +35,9 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+
+from runtime import namespaces
+from runtime.hardening import Hardening
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # same on x86_64 and arm64
 CREATE_RULESET_VERSION = 1
@@ -196,42 +202,32 @@ def _libc_prctl(option: int, arg: int) -> int:
                        ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
-
-
 def isolate_network() -> bool:
-    """Move this process into a new network namespace (only a down loopback: no TCP, UDP or
-    raw sockets reach anything). Works as root (CAP_SYS_ADMIN) or, unprivileged, through a new
-    user namespace mapping our own uid/gid. Returns False, changing nothing, when neither is
-    permitted; Landlock's TCP rule still applies then. Call before ``confine`` (it writes
-    ``/proc/self/*_map``)."""
-    libc = prepare()
-    if libc.unshare(ctypes.c_int(CLONE_NEWNET)) == 0:
-        return True
-    uid, gid = os.geteuid(), os.getegid()
-    if libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNET)) != 0:
-        return False
-    try:  # map our own ids, so files we create keep their owner
-        with open("/proc/self/setgroups", "w") as fh:
-            fh.write("deny")
-        with open("/proc/self/uid_map", "w") as fh:
-            fh.write(f"{uid} {uid} 1")
-        with open("/proc/self/gid_map", "w") as fh:
-            fh.write(f"{gid} {gid} 1")
-    except OSError:
-        pass  # still a new (empty) network namespace; files may show as the overflow uid
-    return True
+    """Move this process into a new network namespace (only a down loopback), as root or
+    through a new user namespace; False when neither is permitted (Landlock's TCP rule still
+    applies then). ``preexec`` does this together with the mount namespace."""
+    return namespaces.enter(prepare(), new_net=True)["net"]
 
 
 def preexec(policy: dict | None, abi: int):
     """The function a child runs between fork and exec: die with the parent, and when a policy
-    is given, leave the network namespace (unless it keeps TCP) and confine itself to it."""
+    is given, confine itself to it. Called in the parent, which prepares what it can there
+    (runtime.hardening: the writable roots handed to the sandbox uid, the seccomp program);
+    the child then enters new namespaces (network unless the policy keeps TCP, mount with a
+    private /dev/shm, IPC), lowers its rlimits, confines itself with Landlock, drops every
+    capability and, when started by root, switches to the sandbox uid, and loads the seccomp
+    filter last. Raises OSError subclasses in the parent when the child cannot be confined."""
+    libc = prepare()
+    if policy is None:
+        return die_with_parent
+    rules = {k: v for k, v in policy.items() if k != "sandbox"}
+    plan = Hardening.prepare(policy)
+
     def run() -> None:
         die_with_parent()
-        if policy is not None:
-            rules = dict(policy)
-            if not rules.get("allow_tcp"):
-                isolate_network()
-            confine(abi=abi, **rules)
+        plan.isolate(libc)
+        rules["read_write"] = plan.writable(rules.get("read_write") or [])
+        confine(abi=abi, **rules)
+        plan.drop(libc)
+        die_with_parent()  # a uid switch clears the parent-death signal
     return run
