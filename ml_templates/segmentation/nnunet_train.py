@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             os.link(src, target)  # same disk: no second copy of the checkpoint
         except OSError:
-            shutil.copy2(src, target)
+            shutil.copyfile(src, target)  # contents only: a confined child may not chmod/utime
     fingerprint = Path(plans_info["plans_file"]).parent / "dataset_fingerprint.json"
     if fingerprint.exists():
-        shutil.copy2(fingerprint, model_dir / fingerprint.name)
+        shutil.copyfile(fingerprint, model_dir / fingerprint.name)
     (model_dir / "nnunet_model.json").write_text(json.dumps({
         "engine": "nnunet", "trainer": eng.TRAINER_NAME, "configuration": configuration,
         "checkpoint": "checkpoint_final.pth", "plans": Path(plans_info["plans_file"]).name,
