@@ -165,6 +165,12 @@ def test_child_env_is_an_allow_list(monkeypatch):
     assert "NCCL_SOCKET_IFNAME" not in env
     assert env["NCCL_DEBUG_URL"] == "http://h/x"
     assert "HOME" not in child_env() and child_env({"HOME": "/x"})["HOME"] == "/x"
+    # the test suite's store guard reaches a job's children (tests/conftest.py store_guard)
+    monkeypatch.setenv("M3B_TEST_STORE_GUARD", "/h/store.db|/g/refused.log|/g/pids.log")
+    monkeypatch.setenv("PYTHONPATH", "/g")
+    env = child_env()
+    assert env["M3B_TEST_STORE_GUARD"].startswith("/h/store.db")
+    assert env["PYTHONPATH"].split(os.pathsep)[-1] == "/g"
 
 
 def test_the_worker_gets_the_llm_key_by_name_and_nothing_else_secret(planted):
