@@ -5,6 +5,8 @@ The job's dataset folder is the one the parent fixed in the store when the plan 
 The context reads that record once and keeps it for the job's life."""
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +43,11 @@ class JobContext:
         """plan.json as it is on disk (a child may have rewritten it since approval)."""
         if not self.workspace.plan.exists():
             raise ToolError("there is no plan.json yet: the Task Manager must write the plan first")
-        return self.workspace.read_plan()
+        plan = read_json_bounded(self.workspace.plan, MAX_PLAN_BYTES)
+        if not isinstance(plan, dict):
+            raise ToolError("plan.json does not hold a JSON object; the Task Manager writes the "
+                            "plan again")
+        return plan
 
     def plan(self) -> dict:
         """The plan, with the dataset (name and folder) the parent fixed at approval in place
@@ -106,6 +112,31 @@ class JobContext:
 
 class ToolError(RuntimeError):
     """A tool could not do what was asked; the message tells the agent what to change."""
+
+
+MAX_PLAN_BYTES = 1 << 20          # plan.json, train_config.json: small files the system writes
+MAX_SUMMARY_BYTES = 16 << 20      # Logout/train_summary.json
+
+
+def read_json_bounded(path: Path, limit: int) -> object:
+    """A workspace JSON file the system wrote, read only when it is at most ``limit`` bytes
+    (checked before reading: a child may have replaced it by a huge file). ToolError otherwise,
+    saying what, how big, the limit and what to do."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise ToolError(f"cannot read {path.name}: {exc.strerror}") from None
+    if size > limit:
+        raise ToolError(f"{path.name} is {size / 1e6:.1f} MB, more than the {limit / 1e6:.1f} MB "
+                        f"the system reads for it; it was not written by the system: run the "
+                        f"step that writes it again")
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ToolError(f"{path.name} is not valid JSON ({exc}); run the step that writes it "
+                        f"again") from None
 
 
 @dataclass

@@ -29,6 +29,10 @@ MAX_DIRS = 60                # folders preview_dirs reports
 MAX_WALK = 200_000           # directory entries a walk looks at before it stops
 COUNT_BYTES = 256 << 20      # a table's rows are counted in at most this many bytes
 MAX_JSON_BYTES = 64 << 20
+MAX_HEAD_BYTES = 512 * 1024  # bytes of a file read_files and preview_files read at most
+MAX_DIFF_BYTES = MAX_WRITE_CHARS * 4  # an old file larger is replaced without a diff
+MAX_EDIT_BYTES = MAX_WRITE_CHARS * 4  # edit_files patches files up to this size
+MAX_EXCEL_BYTES = 64 << 20   # workbooks larger are not opened for a preview
 CODE_SUFFIXES = {".py", ".json", ".yaml", ".yml", ".txt", ".md", ".csv", ".tsv", ".cfg",
                  ".ini", ".toml", ".sh", ".jsonl"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp"}
@@ -79,8 +83,15 @@ def _regular(real: Path, name: str) -> os.stat_result:
 
 
 def _read_head(real: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes from the start of the file (never the whole of a big file)."""
     with open(real, "rb") as fh:
         return fh.read(limit)
+
+
+def too_big(name: str, size: int, limit: int, what: str, advice: str) -> ToolError:
+    """The error for a file over a tool's read limit: what, how big, the limit, what to do."""
+    return ToolError(f"'{name}' is {_size(size)}, more than the {_size(limit)} {what}; "
+                     f"{advice}")
 
 
 def _is_binary(head: bytes) -> bool:

@@ -14,10 +14,11 @@ from pydantic import BaseModel
 from core.privacy import redaction
 from tools.context import ToolError
 from tools.data_engineer import bounded
-from tools.file_common import (COUNT_BYTES, IMAGE_SUFFIXES, ITK_SUFFIXES, MAX_JSON_BYTES,
-                               MAX_PATHS, PREVIEW_BUDGET, PREVIEW_ROWS, PREVIEW_WORDS,
-                               RESULT_BUDGET, TABLE_SUFFIXES, JailedTool, path_list, _is_binary,
-                               _is_dicom, _read_head, _regular, _size)
+from tools.file_common import (COUNT_BYTES, IMAGE_SUFFIXES, ITK_SUFFIXES, MAX_EXCEL_BYTES,
+                               MAX_HEAD_BYTES, MAX_JSON_BYTES, MAX_PATHS, PREVIEW_BUDGET,
+                               PREVIEW_ROWS, PREVIEW_WORDS, RESULT_BUDGET, TABLE_SUFFIXES,
+                               JailedTool, path_list, _is_binary, _is_dicom, _read_head,
+                               _regular, _size, too_big)
 from tools.file_read import PathsArgs
 from tools.sandbox import NOTICE
 
@@ -61,8 +62,14 @@ def _preview_table(real: Path, head: bytes, delim: str, budget: int) -> dict:
 def _preview_json(real: Path, size: int, budget: int) -> dict:
     if real.suffix.lower() == ".jsonl":
         items = []
-        with open(real, "rb") as fh:
-            for _, line in zip(range(PREVIEW_ROWS), fh):
+        with open(real, "rb") as fh:  # each line read up to a bound: a line may be the file
+            for line in iter(lambda: fh.readline(MAX_HEAD_BYTES), b""):
+                if len(items) >= PREVIEW_ROWS:
+                    break
+                if len(line) == MAX_HEAD_BYTES and not line.endswith(b"\n"):
+                    items.append(f"(a line longer than {_size(MAX_HEAD_BYTES)}: "
+                                 f"{line[:80].decode('utf-8', 'replace')}...)")
+                    break
                 try:
                     items.append(json.loads(line))
                 except ValueError:
@@ -71,10 +78,10 @@ def _preview_json(real: Path, size: int, budget: int) -> dict:
         return bounded({"kind": "json lines", "first": redaction.redact_json(items),
                         "count": count if exact else f"more than {count}"}, budget)
     if size > MAX_JSON_BYTES:
-        raise ToolError(f"'{real.name}' is a {_size(size)} JSON file, too big to parse for a "
-                        f"preview; read_files shows its beginning")
+        raise too_big(real.name, size, MAX_JSON_BYTES, "preview_files parses as JSON",
+                      "read_files shows its beginning")
     try:
-        value = json.loads(real.read_bytes().decode("utf-8", errors="replace"))
+        value = json.loads(_read_head(real, MAX_JSON_BYTES).decode("utf-8", errors="replace"))
     except ValueError as exc:
         raise ToolError(f"'{real.name}' is not valid JSON: {exc}") from None
     if isinstance(value, list):
@@ -100,7 +107,10 @@ def _preview_text(head: bytes, size: int, budget: int) -> dict:
     return out
 
 
-def _preview_excel(real: Path) -> dict:
+def _preview_excel(real: Path, size: int) -> dict:
+    if size > MAX_EXCEL_BYTES:
+        raise too_big(real.name, size, MAX_EXCEL_BYTES, "preview_files opens as a workbook",
+                      "save the sheet as CSV (a script can) and preview that")
     try:
         import openpyxl
     except ImportError:
@@ -144,7 +154,8 @@ def _preview_image(real: Path) -> dict:
 def _preview_dicom(real: Path) -> dict:
     import pydicom
     try:
-        ds = pydicom.dcmread(real, stop_before_pixels=True, force=True)
+        # large values (a garbled length, private blobs) stay on disk: read on access only
+        ds = pydicom.dcmread(real, stop_before_pixels=True, force=True, defer_size="256 KB")
     except Exception as exc:
         raise ToolError(f"'{real.name}' cannot be read as DICOM: {exc}") from None
     return {"kind": "dicom", **redaction.safe_dicom_summary(ds)}
@@ -206,7 +217,7 @@ def _preview_numpy(real: Path) -> dict:
 def preview_one(real: Path, st: os.stat_result, budget: int) -> dict:
     suffix = real.suffix.lower()
     lower = real.name.lower()
-    head = _read_head(real, 512 * 1024)
+    head = _read_head(real, MAX_HEAD_BYTES)
     if lower.endswith((".nii", ".nii.gz")):
         return _preview_nifti(real)
     if suffix in ITK_SUFFIXES:
@@ -214,7 +225,7 @@ def preview_one(real: Path, st: os.stat_result, budget: int) -> dict:
     if suffix in (".npy", ".npz"):
         return _preview_numpy(real)
     if suffix in (".xlsx", ".xlsm"):
-        return _preview_excel(real)
+        return _preview_excel(real, st.st_size)
     if suffix in IMAGE_SUFFIXES:
         return _preview_image(real)
     if _is_dicom(real, head):

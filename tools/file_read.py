@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from core.privacy import redaction
 from tools.context import ToolError
-from tools.file_common import (CODE_SUFFIXES, DIR_FIRST, MAX_DIRS, MAX_LIST, MAX_PATHS,
-                               MAX_WALK, READ_BUDGET, RESULT_BUDGET, TABLE_SUFFIXES, JailedTool,
+from tools.file_common import (CODE_SUFFIXES, DIR_FIRST, MAX_DIRS, MAX_HEAD_BYTES, MAX_LIST,
+                               MAX_PATHS, MAX_WALK, READ_BUDGET, RESULT_BUDGET, TABLE_SUFFIXES, JailedTool,
                                _as_list, _is_binary, _is_dicom, _read_head, _regular, _size,
                                natural_key, path_list)
 from tools.sandbox import DATASET
@@ -129,7 +129,7 @@ class ReadFiles(JailedTool):
         for name in paths:
             real = jail.resolve(name, write=False)
             st = _regular(real, name)
-            head = _read_head(real, 512 * 1024)
+            head = _read_head(real, MAX_HEAD_BYTES)  # never more, whatever the size
             if _is_binary(head) or _is_dicom(real, head) and b"\x00" in head:
                 raise ToolError(f"'{name}' is a binary file ({_size(st.st_size)}); "
                                 f"use preview_files to see its header and shape")

@@ -10,8 +10,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from tools.context import ToolError
-from tools.file_common import (DIFF_CHARS, MAX_COPY_BYTES, MAX_COPY_FILES, MAX_WRITE_CHARS,
-                               JailedTool, _as_list, _is_binary, _read_head, _regular, _size)
+from tools.file_common import (DIFF_CHARS, MAX_COPY_BYTES, MAX_COPY_FILES, MAX_DIFF_BYTES,
+                               MAX_EDIT_BYTES, MAX_WRITE_CHARS, JailedTool, _as_list,
+                               _is_binary, _read_head, _regular, _size, too_big)
 from tools.sandbox import Jail
 
 
@@ -57,11 +58,16 @@ def _atomic_write(jail: Jail, real: Path, data: bytes | None = None,
         raise
 
 
-def _old_text(real: Path) -> str | None:
+def _old_text(real: Path) -> tuple[str | None, int]:
+    """(the old file's text, its size): the text only when it is at most MAX_DIFF_BYTES (the
+    size is checked before anything is read); (None, 0) when there is no old file."""
     try:
-        return real.read_bytes().decode("utf-8", errors="replace")
+        size = os.stat(real).st_size
     except FileNotFoundError:
-        return None
+        return None, 0
+    if size > MAX_DIFF_BYTES:
+        return None, size
+    return _read_head(real, MAX_DIFF_BYTES).decode("utf-8", errors="replace"), size
 
 
 def _diff(old: str, new: str, name: str) -> tuple[int, int, str]:
@@ -148,17 +154,24 @@ class WriteFiles(JailedTool):
                             f"{MAX_WRITE_CHARS}); write a script that generates the file")
         jail = self.jail
         real = jail.resolve(path, write=True)
-        old = _old_text(real) if real.is_file() else None
+        existed = real.is_file()
+        old, old_size = _old_text(real) if existed else (None, 0)
         _atomic_write(jail, real, content.encode("utf-8"))
         name = jail.virtual(real)
+        result = {"path": name, "action": "overwritten" if existed else "created",
+                  "lines": len(content.splitlines()), "bytes": len(content.encode("utf-8"))}
+        if existed and old is None:  # too big to compare: replaced without reading it
+            result.update(lines_added=result["lines"], lines_removed=None,
+                          note=f"the old file was {_size(old_size)}, more than the "
+                               f"{_size(MAX_DIFF_BYTES)} write_files compares, so it was "
+                               f"replaced without a diff")
+            return result
         added, removed, _ = _diff(old or "", content, name)
-        return {"path": name, "action": "created" if old is None else "overwritten",
-                "lines": len(content.splitlines()), "lines_added": added,
-                "lines_removed": removed, "bytes": len(content.encode("utf-8"))}
+        return {**result, "lines_added": added, "lines_removed": removed}
 
     def summarise(self, result: dict) -> str:
-        return (f"{result['action']} {result['path']} (+{result['lines_added']} "
-                f"-{result['lines_removed']})")
+        removed = "?" if result["lines_removed"] is None else result["lines_removed"]
+        return f"{result['action']} {result['path']} (+{result['lines_added']} -{removed})"
 
 
 # -- edit_files -------------------------------------------------------------------------------
@@ -187,8 +200,12 @@ class EditFiles(JailedTool):
         real = jail.resolve(path, write=True)
         if not real.exists():
             raise ToolError(f"'{path}' does not exist; create it with write_files")
-        _regular(real, path)
-        head = _read_head(real, MAX_WRITE_CHARS * 4 + 1)
+        size = _regular(real, path).st_size
+        if size > MAX_EDIT_BYTES:
+            raise too_big(path, size, MAX_EDIT_BYTES, "edit_files patches",
+                          "change it with a script (run_script) or write a new file with "
+                          "write_files")
+        head = _read_head(real, MAX_EDIT_BYTES)
         if _is_binary(head):
             raise ToolError(f"'{path}' is a binary file; only text files can be edited")
         text = head.decode("utf-8")

@@ -2,7 +2,6 @@
 core.evaluation.step (scoring); the tool records provenance and the model in the store."""
 from __future__ import annotations
 
-import json
 from functools import partial
 
 from pydantic import BaseModel, Field
@@ -12,9 +11,10 @@ from core.evaluation.step import evaluate_job, write_model_files
 from core.jobs.provenance import file_digest, predictions_digest
 from core.training.config import TrainConfigError, build_train_config
 from core.training.run import TrainingError, run_training, training_summary
-from runtime.process import run_module, tail
+from core.jobs.lifecycle import tail_file
+from runtime.process import run_module
 from tools.base import M3Tool, NoArgs
-from tools.context import ToolError
+from tools.context import MAX_PLAN_BYTES, MAX_SUMMARY_BYTES, ToolError, read_json_bounded
 from tools.gates import report_gate, training_gate
 from tools.confinement import confinement_for
 
@@ -84,7 +84,9 @@ class RunTraining(M3Tool):
 
     def execute(self) -> dict:
         ws = self.ctx.workspace
-        config = json.loads(ws.train_config.read_text()) if ws.train_config.exists() else {}
+        config = (read_json_bounded(ws.train_config, MAX_PLAN_BYTES)
+                  if ws.train_config.exists() else {})
+        config = config if isinstance(config, dict) else {}
         # in LLM mode the dataloader may be the LLM's code: train confined (tools/scripts.py);
         # data-parallel processes talk over loopback TCP, so those keep TCP
         confine = confinement_for(self.ctx, extra_read=(config.get("pretrained_path"),),
@@ -156,13 +158,15 @@ class TrainingStatus(M3Tool):
         for row in rows:
             latest[row["name"]] = {"value": round(row["value"], 5), "step": row["step"],
                                    "epoch": row["epoch"]}
-        summary = json.loads(ws.train_summary.read_text()) if ws.train_summary.exists() else None
+        summary = (read_json_bounded(ws.train_summary, MAX_SUMMARY_BYTES)
+                   if ws.train_summary.exists() else None)
+        summary = summary if isinstance(summary, dict) else None
         return {"metric_rows": len(rows), "latest": latest,
                 "finished": summary is not None,
                 "summary": {k: summary.get(k) for k in ("network", "epochs_run", "stop_reason",
                                                         "best_val_metric", "seconds")}
                 if summary else None,
-                "log_tail": tail(ws.train_log, 15)[-3000:]}
+                "log_tail": tail_file(ws.train_log, 15)[-3000:]}
 
     def summarise(self, result: dict) -> str:
         return (f"{result['metric_rows']} metric rows, finished {result['finished']}, latest "
