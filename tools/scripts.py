@@ -2,8 +2,9 @@
 
 * No shell: the arguments reach ``sys.argv`` literally, so ``;``, ``|``, ``$(...)``, backticks
   and ``&&`` are just characters.
-* cwd is the workspace; the environment is ``runtime.process.child_env()`` (no secret-looking
-  variables) plus ``M3B_WORKSPACE``, ``M3B_DATASET_DIR`` (the planned dataset's real folder, so a
+* cwd is the workspace; the environment is ``core.config.secrets.child_env()`` (an allow-list:
+  locale, PATH, the Python variables, thread counts; no value that looks secret) plus
+  ``M3B_WORKSPACE``, ``M3B_DATASET_DIR`` (the planned dataset's real folder, so a
   script can write absolute image paths into index files), and ``TMPDIR``/``HOME`` pointing to
   ``<workspace>/.tmp``.
 * Landlock (``runtime/landlock.py``, see ``tools.confinement.script_policy``): read-only Python,
