@@ -66,7 +66,7 @@ MUST_SCRUB = [
     (DATABASE_URL, DB_PASSWORD),
     (DATABASE_URL, f"u:{DB_PASSWORD}"),
     (LLM_BASE_URL, GW_PASSWORD),
-    ("https://user:pw@gw.local/v1", "user:pw"),
+    ("https://user:pw@gw.local/v1", "user:pw@"),
     ("https://gw.local/v1?api_key=abcdefgh12", "abcdefgh12"),
     ("amqp://guest:hunter2hunter2@broker:5672//", "hunter2hunter2"),
 ]

@@ -6,9 +6,9 @@ CREDENTIAL, AUTH, JWT, PRIVATE, COOKIE, SIGNATURE, DSN as a word.
 
 By value (``value_secrets``), whatever the name:
 
-* a URL's credentials: ``scheme://user:password@host`` gives ``user:password`` and the
-  password alone (and its percent-decoded form) when it is at least ``MIN_SECRET_CHARS``
-  long; a query value under a secret-looking name (``?api_key=...``) or shaped like a token; a
+* a URL's credentials: ``scheme://user:password@host`` gives ``user:password`` (with its
+  ``@`` when shorter than ``MIN_SECRET_CHARS``) and the password alone (and its percent-decoded
+  form) when it is at least ``MIN_SECRET_CHARS`` long; a query value under a secret-looking name (``?api_key=...``) or shaped like a token; a
   path segment shaped like a token (webhook URLs). A URL without these is not secret;
 * a token: a word of at least ``TOKEN_CHARS`` characters that is a JWT, starts like a known key
   (``sk-``, ``ghp_``, ``AKIA`` ... with digits in it), or holds a run of letters and digits
@@ -92,14 +92,14 @@ def url_secrets(url: str) -> list[str]:
     try:
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
-    except ValueError:
-        return [url] if len(url) >= MIN_SECRET_CHARS else []
+    except ValueError:  # unparsable: whole, when it may hold credentials
+        return [url] if "@" in url and len(url) >= MIN_SECRET_CHARS else []
     found: list[str] = []
     userinfo, at, _host = parts.netloc.rpartition("@")
     if at and userinfo:
-        user, colon, password = userinfo.partition(":")
-        if colon or len(userinfo) >= MIN_SECRET_CHARS or token_like(userinfo):
-            found.append(userinfo)
+        user, _colon, password = userinfo.partition(":")
+        # a short user:password is taken with its "@" only, so that "u:p" stays in other text
+        found.append(userinfo if len(userinfo) >= MIN_SECRET_CHARS else f"{userinfo}@")
         for piece in (password, unquote(password)):
             if len(piece) >= MIN_SECRET_CHARS:
                 found.append(piece)
