@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.datasets.datacards import write_json_atomic
+from core.datasets.layouts import links
 from core.imaging.dicom import slice_order
 from core.imaging.refs import ImageReadError, is_dicom_file
 
@@ -62,7 +63,7 @@ class DicomSeries:
 
 def _walk(root: Path, skipped: list[str]) -> list[Path]:
     found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in links.walk(root):  # bad links skipped
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if name.startswith(".") or name.upper() == "DICOMDIR":

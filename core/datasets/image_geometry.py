@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.datasets.layouts import links
 from core.datasets.layouts.types import Sample, image_suffix
 from core.imaging import refs
 from core.imaging.image_io import read_image
@@ -106,7 +107,8 @@ def read_ref(ref: str, full: bool, allow_pickle: bool) -> tuple[Geometry | None,
 
 def _read_slices(folder: Path, full: bool, allow_pickle: bool):
     """A folder of 2D slices (one 3D image): the first slice's geometry, the slice count last."""
-    slices = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    slices = sorted(p for p in links.iterdir(folder) if p.is_file()
+                    and not p.name.startswith("."))
     if not slices:
         raise Unreadable("folder without slice files")
     geometry, array = read_ref(str(slices[0]), full, allow_pickle)

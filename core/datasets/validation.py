@@ -30,6 +30,7 @@ from pathlib import Path
 
 from core.datasets.image_geometry import (Unreadable, distinct_values, geometry_error, read_ref,
                                           ref_exists, ref_parts, sample_refs)
+from core.datasets.layouts import links
 from core.datasets.layouts.types import Sample, ScanResult
 from core.datasets.splitting import (NO_LABEL, IndexBuildError, preview_split, sample_key,
                                      split_samples)
@@ -162,6 +163,8 @@ def _structure(scan: ScanResult, samples: list[Sample], v: Validation) -> None:
     others = [entry for entry in scan.skipped if GEOMETRY_SKIP not in entry]
     if others:
         v.warnings.append(f"{len(others)} entries ignored, e.g. {others[0]}")
+    if scan.details.get("skipped_links"):  # loops, dangling links, links out of the folder
+        v.warnings.append(links.describe(scan.details["skipped_links"], scan.root))
 
 
 def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limits,

@@ -17,7 +17,6 @@ for ``.pt``, and for pickles an unpickler that only rebuilds NumPy arrays.
 """
 from __future__ import annotations
 
-import os
 import re
 import zipfile
 from collections import Counter
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.datasets.layouts import links
 from core.datasets.layouts.tables import code_mapping, find_tables
 from core.datasets.layouts.label_table import scan_label_table
 from core.datasets.layouts.types import Sample, ScanResult, is_image
@@ -136,7 +136,7 @@ def scan_npz(root: Path, files: list[Path], description: str = ""):
 def _array_files(root: Path) -> tuple[list[Path], int]:
     """Per-sample array files under root, and how many ordinary image files sit beside them."""
     arrays, images = [], 0
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in links.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if name.startswith("."):

@@ -18,6 +18,8 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
+
+from core.datasets.layouts import links
 from core.datasets.layouts.types import FORMAT_OF_SUFFIX, ScanResult, group_of, image_suffix
 
 SPLITS = {"train": "train", "training": "train", "tr": "train", "val": "val", "valid": "val",
@@ -177,10 +179,12 @@ def candidate_files(root: Path, suffixes: tuple[str, ...], description: str = ""
     """Table/JSON files to try: those the description names first, then the top level, then
     annotation-like sub-folders."""
     files = named_files(description, root, suffixes)
-    files += sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")
-                    and p.name.lower().endswith(suffixes))
-    for sub in sorted(p for p in root.iterdir() if p.is_dir() and p.name.lower() in sub_dirs):
-        files += sorted(p for p in sub.iterdir() if p.is_file() and not p.name.startswith(".")
+    files += sorted(p for p in links.iterdir(root) if p.is_file()
+                    and not p.name.startswith(".") and p.name.lower().endswith(suffixes))
+    for sub in sorted(p for p in links.iterdir(root) if p.is_dir()
+                      and p.name.lower() in sub_dirs):
+        files += sorted(p for p in links.iterdir(sub) if p.is_file()
+                        and not p.name.startswith(".")
                         and p.name.lower().endswith(suffixes))
     unique: list[Path] = []
     for path in files:

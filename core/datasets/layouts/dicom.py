@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from core.datasets.dicom_series import DicomSeries, group_series, read_headers
+from core.datasets.layouts import links
 from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, SEPARATORS
 from core.datasets.layouts.types import (SPLIT_NAMES, Sample, ScanError, ScanResult, group_of,
                                          image_suffix, is_image)
@@ -46,7 +47,7 @@ def _dicom_files(root: Path, skipped: list[str]) -> tuple[list[Path], int] | Non
     Files that are neither (notes, stray binaries) go to ``skipped``; top-level tables do not."""
     dicoms: list[Path] = []
     others = 0
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in links.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             path = Path(folder) / name

@@ -9,12 +9,15 @@ never decodes more than a few images. It takes an inventory of the folder
 reliable one (core.datasets.patient_keys). ``details["interpretation"]`` says which reading won and
 whether the call was close enough to ask the user; ``details["interpretations"]`` lists the
 readings considered (with a few example rows each) for the Datasets page and the CLI.
+Symlinks that loop, dangle or lead out of the folder are skipped (core.datasets.layouts.links);
+``details["skipped_links"]`` names them with the reason.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from core.datasets.layouts import links
 from core.datasets.layouts.hints import read_hints
 from core.datasets.layouts.interpret import choose, read_all
 from core.datasets.layouts.inventory import stem_of_name
@@ -49,9 +52,12 @@ def scan_folder(root: str | os.PathLike, description: str = "",
         raise ScanError(f"{root_path} is a file, not a folder. Give the folder that holds "
                         "the dataset.")
     root_path = root_path.resolve()
-    with shared_walks():
+    with shared_walks(), links.watching(root_path):  # links that loop or leave it: skipped
         use_mask_affixes(confirmed_mask_affixes(root_path, read_hints(description).mask_affixes))
         readings, inventory = read_all(root_path, description, declared_tasks)
         scan = infer_patient_keys(choose(readings, root_path, interpretation))
         scan.details["inventory"] = inventory.summary()
+        skipped = links.skipped_links()
+        if skipped:  # registration warns with each path (core.datasets.validation)
+            scan.details["skipped_links"] = skipped
         return scan

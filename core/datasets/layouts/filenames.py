@@ -19,11 +19,11 @@ split is kept).
 """
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from core.datasets.layouts import links
 from core.datasets.layouts.common import (GENERIC_DIRS, group_source, held_out_splits,
                                           split_of_path)
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, MAX_FILES, SPLIT_NAMES, Sample,
@@ -127,7 +127,7 @@ def _image_files(root: Path) -> list[Path] | None:
     allowed = set(IMAGE_DIRS) | set(SPLIT_NAMES) | GENERIC_DIRS
     images: list[Path] = []
     folders: set[tuple[str, ...]] = set()
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in links.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found = [Path(folder) / f for f in sorted(files) if is_image(f)]
         if found:

@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.datasets.layouts import links
 from core.datasets.layouts.types import (MAX_FILES, ScanError, _WALKS, described_mask_affixes,
                                          image_suffix, is_image)
 from core.imaging.refs import DICOM_SUFFIXES
@@ -95,7 +96,7 @@ def take_inventory(root: Path, limit: int = MAX_FILES) -> Inventory:
         return cache[key]
     inv = Inventory(root)
     total = 0
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in links.walk(root):  # bad links skipped
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         rel = os.path.relpath(folder, root)
         parts = () if rel == "." else tuple(Path(rel).parts)

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from core.datasets.layouts.common import load_json
+from core.datasets.layouts import links
 from core.datasets.layouts.mask_files import mask_values
 
 
@@ -41,7 +42,7 @@ def _label_files(root: Path) -> list[Path]:
     files = [root / "labels.json", *sorted(root.glob("*/labels.json")), root / "dataset.json",
              *sorted(root.glob("*/dataset.json"))]
     files += sorted(p for p in root.glob("*.json") if p not in files)
-    return [p for p in files if p.is_file() and p.stat().st_size < 5_000_000]
+    return [p for p in links.kept(files) if p.is_file() and p.stat().st_size < 5_000_000]
 
 
 def labels_from_files(root: Path) -> tuple[list[str], str] | None:

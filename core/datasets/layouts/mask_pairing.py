@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.datasets.layouts.common import SPLITS, split_of_path
+from core.datasets.layouts import links
 from core.datasets.layouts.types import described_mask_affixes
 
 IMAGE_DIRS = ("images", "imagestr", "img", "image", "imgs", "volumes")
@@ -66,8 +67,9 @@ class Case:
 
 
 def _subdirs(folder: Path) -> dict[str, Path]:
-    import os  # scandir: no Path and no stat per file, which matters in 100,000-file folders
-    with os.scandir(folder) as it:
+    # scandir: no Path and no stat per file, which matters in 100,000-file folders; links
+    # that loop, dangle or leave the dataset are skipped before is_dir follows them
+    with links.scandir(folder) as it:
         names = sorted(e.name for e in it if not e.name.startswith(".") and e.is_dir())
     return {name.lower(): folder / name for name in names}
 

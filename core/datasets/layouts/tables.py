@@ -10,6 +10,8 @@ import json
 import os
 import re
 from pathlib import Path
+
+from core.datasets.layouts import links
 from core.datasets.layouts.types import SPLIT_VALUES
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".json", ".jsonl")
@@ -225,10 +227,10 @@ def described_column(description: str, columns: list[str], words: re.Pattern,
 def find_tables(root: Path) -> list[Path]:
     """Table files at the top of the dataset folder and one folder down (hidden ones skipped)."""
     found = []
-    for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir() and
+    for folder in [root, *sorted(p for p in links.iterdir(root) if p.is_dir() and
                                  not p.name.startswith("."))]:
         try:  # names first (scandir, no stat): an image folder may hold 100,000 files
-            with os.scandir(folder) as it:
+            with links.scandir(folder) as it:
                 names = [e.name for e in it if not e.name.startswith(".")
                          and os.path.splitext(e.name)[1].lower() in TABLE_SUFFIXES]
             found += sorted(p for p in (folder / n for n in names) if p.is_file())

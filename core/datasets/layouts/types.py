@@ -2,7 +2,7 @@
 refuses (ScanError), the image suffix tables, patient keys from names (group_of), and the one
 walk of a folder that the recognisers of a scan share (all_images).
 
-May import: the standard library only.
+May import: the standard library and core.datasets.layouts.links (which links a walk skips).
 """
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import threading
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from core.datasets.layouts import links
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm", ".dicom",
                   ".nii", ".nii.gz", ".nrrd", ".mha", ".mhd", ".npy", ".npz", ".pt")
@@ -105,7 +107,7 @@ def group_of(path: Path | str) -> tuple[str, bool]:
 def entries(folder: Path) -> tuple[list[Path], list[Path]]:
     dirs, files = [], []
     try:
-        with os.scandir(folder) as it:
+        with links.scandir(folder) as it:  # loops, dangling and outside links skipped
             for entry in it:
                 if entry.name.startswith("."):
                     continue
@@ -124,7 +126,7 @@ def entry_names(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     most of a 100,000-file class folder's scan time."""
     dirs, files = [], []
     try:
-        with os.scandir(folder) as it:
+        with links.scandir(folder) as it:
             for entry in it:
                 if entry.name.startswith("."):
                     continue
@@ -149,7 +151,7 @@ def all_images(root: Path, limit: int = MAX_FILES) -> list[Path]:
     if cache is not None and key in cache:
         return list(cache[key])
     found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in links.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         base = Path(folder)
         found.extend(base / f for f in sorted(files) if is_image(f))

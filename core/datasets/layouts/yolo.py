@@ -21,6 +21,7 @@ import yaml
 
 from core.datasets.layouts.boxes import boxes_result
 from core.datasets.layouts.common import split_of_path
+from core.datasets.layouts import links
 from core.datasets.layouts.inventory import stem_of_name, take_inventory
 from core.datasets.layouts.mask_labels import labels_from_description
 from core.datasets.layouts.types import all_images
@@ -30,7 +31,7 @@ MAX_LABEL_BYTES = 1_000_000
 
 
 def _class_names(root: Path, description: str) -> tuple[dict[int, str], str]:
-    for path in sorted(root.glob("*.y*ml")) + sorted(root.glob("*/*.y*ml")):
+    for path in links.kept(sorted(root.glob("*.y*ml")) + sorted(root.glob("*/*.y*ml"))):
         try:
             data = yaml.safe_load(path.read_text(errors="replace")[:1_000_000])
         except (OSError, yaml.YAMLError):
@@ -44,7 +45,7 @@ def _class_names(root: Path, description: str) -> tuple[dict[int, str], str]:
             except (TypeError, ValueError):
                 continue
     for name in ("classes.txt", "obj.names", "classes.names"):
-        for path in [root / name, *sorted(root.glob(f"*/{name}"))]:
+        for path in links.kept([root / name, *sorted(root.glob(f"*/{name}"))]):
             if path.is_file():
                 lines = [x.strip() for x in path.read_text(errors="replace").splitlines()]
                 return {i: n for i, n in enumerate(x for x in lines if x)}, path.name
