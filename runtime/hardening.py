@@ -42,7 +42,7 @@ class Hardening:
 
     # -- in the parent ------------------------------------------------------------------------
     @classmethod
-    def prepare(cls, policy: dict) -> "Hardening":
+    def prepare(cls, policy: dict) -> Hardening:
         """Hand the writable roots over to the sandbox uid, plan the veil, build the seccomp
         program. Raises OSError subclasses when a protection this machine has cannot be set
         up for this child (then it must not start)."""

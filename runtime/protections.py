@@ -74,6 +74,7 @@ def protections(refresh: bool = False) -> dict:
     root = Path(__file__).resolve().parent.parent
     try:
         done = subprocess.run([sys.executable, "-S", "-m", "runtime.protections"], cwd=root,
+                              check=False,
                               capture_output=True, text=True, timeout=60,
                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                    **{k: v for k, v in os.environ.items()
