@@ -1,10 +1,9 @@
 """Run a template module as a child process: bounded in time, output kept in a log, no secrets
-inherited, stopped through its stop file (core.training.run) and killed with its process group
-when it does not end."""
+inherited, stopped through its stop file (core.training.run) and killed when it does not end;
+when it ends, everything it started ends too (runtime.proctree: its whole process tree and any
+orphan it left, double-forked daemons included)."""
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 from core.config.launch import LAUNCHER
 from core.config.secrets import child_env
 from core.config.settings import REPO_ROOT
-from runtime import landlock
+from runtime import landlock, proctree
 
 
 def _die_with_parent() -> None:
@@ -59,9 +58,9 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
             extra = {"HOME": str(scratch), "TMPDIR": str(scratch),
                      "MPLCONFIGDIR": str(scratch)}
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", LAUNCHER, module, *args],
-                                cwd=str(REPO_ROOT), stdout=log, stderr=subprocess.STDOUT,
-                                env=child_env(extra), start_new_session=True, preexec_fn=preexec)
+        proc = proctree.spawn([sys.executable, "-m", LAUNCHER, module, *args],
+                              cwd=str(REPO_ROOT), stdout=log, stderr=subprocess.STDOUT,
+                              env=child_env(extra), start_new_session=True, preexec_fn=preexec)
         ended = "exited"
         while proc.poll() is None:
             if on_tick is not None:
@@ -78,11 +77,9 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
                 except subprocess.TimeoutExpired:
                     break
             time.sleep(poll_s)
-        if proc.poll() is None:  # the whole process group (torchrun's workers too)
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                proc.kill()
+        # the whole tree (torchrun's workers, a daemon it forked) and orphans it left behind
+        proctree.kill_tree(proc)
+        if proc.poll() is None:
             proc.wait()
     return {"returncode": proc.returncode, "seconds": round(time.time() - started, 2),
             "ended": ended, "log": str(log_path), "log_tail": tail(log_path)}

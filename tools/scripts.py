@@ -12,8 +12,11 @@
   folders an agent may write (not ``Logout/``, not the system's files); no ``/proc`` (only
   ``/proc/cpuinfo``), no TCP, and where the kernel allows, a new empty network namespace (no UDP
   either). Without Landlock a script is refused unless ``M3B_ALLOW_UNCONFINED_SCRIPTS=1``.
-* Bounded: a timeout (default 120 s, at most 1800) kills the whole process group; the output
-  kept is the first ``HEAD_CHARS`` and the last ``TAIL_CHARS`` characters.
+* Bounded: a timeout (default 120 s, at most 1800) kills the script; the output kept is the
+  first ``HEAD_CHARS`` and the last ``TAIL_CHARS`` characters.
+* Nothing it starts outlives it: when a script ends (or is killed), its whole process tree is
+  killed, double-forked ``setsid`` daemons included (``runtime.proctree``: the app is their
+  subreaper, every spawned tree carries a mark, orphans are killed and reaped).
 * ``background=True`` returns a handle; ``script_status(job_id, handle)`` reports on it and
   ``stop_background(job_id)`` (the runner calls it when a job ends) kills what is left.
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 import codecs
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime import landlock
+from runtime import landlock, proctree
 from tools.context import ToolError
 from core.config.secrets import child_env
 from tools.confinement import UNCONFINED_ENV, script_policy
@@ -126,7 +128,7 @@ class ScriptRun:
     def kill(self, why: str) -> None:
         if self.proc.poll() is None:
             self.ended = why
-            _kill_group(self.proc)
+        proctree.kill_tree(self.proc)
 
     def result(self, tail_only: bool = False) -> dict:
         running = self.running()
@@ -146,21 +148,6 @@ class ScriptRun:
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # start_new_session: the group is the script's pid
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _stamp(path: Path):
@@ -255,10 +242,10 @@ def start_script(jail: Jail, job_id: str, script: str, args=None,
     guarded = {p: _stamp(p) for p in jail.guarded_files()}
     landlock.prepare()  # load libc in the parent: the child only makes system calls
     try:
-        proc = subprocess.Popen([sys.executable, "-s", str(path), *args], cwd=str(jail.root),
-                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=landlock.preexec(policy, abi))
+        proc = proctree.spawn([sys.executable, "-s", str(path), *args], cwd=str(jail.root),
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, start_new_session=True,
+                              preexec_fn=landlock.preexec(policy, abi))
     except subprocess.SubprocessError as exc:
         raise ToolError(f"the script could not be confined, so it was not run: {exc}") from exc
     except OSError as exc:
@@ -294,9 +281,9 @@ def run_script(jail: Jail, job_id: str, script: str, args=None,
     except BaseException:
         run.kill("interrupted")
         raise
-    if run.running():  # a child that kept the group alive
+    if run.running():
         run.kill("killed")
-    _kill_group(run.proc)  # nothing of its process group outlives it
+    proctree.kill_tree(run.proc)  # nothing it started outlives it, daemons included
     return run.result()
 
 
@@ -306,7 +293,7 @@ def _watchdog(run: ScriptRun) -> None:
     except subprocess.TimeoutExpired:
         run.kill(f"killed after the {run.timeout_s:.0f} s limit")
     else:
-        _kill_group(run.proc)
+        proctree.kill_tree(run.proc)  # what it left running ends with it
 
 
 def script_status(job_id: str, handle: str) -> dict:
@@ -319,8 +306,9 @@ def script_status(job_id: str, handle: str) -> dict:
 
 
 def stop_background(job_id: str) -> int:
-    """Kill every background script of a job (the runner calls this when the job ends);
-    returns how many were still running. Forgets the job's handles."""
+    """Kill every background script of a job with its whole process tree, and every orphan
+    a script left behind (the runner calls this at the end of each stage and of the job);
+    returns how many scripts were still running. Forgets the job's handles."""
     with _RUNS_LOCK:
         runs = list(_RUNS.pop(job_id, {}).values())
     stopped = 0
@@ -328,6 +316,7 @@ def stop_background(job_id: str) -> int:
         if run.running():
             stopped += 1
             run.kill("stopped: the job ended")
-        _kill_group(run.proc)
+        proctree.kill_tree(run.proc)
         _check_guarded(run.guarded, remove=False)
+    proctree.sweep_orphans()  # daemons of scripts that ended before, and their zombies
     return stopped
