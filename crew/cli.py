@@ -175,7 +175,7 @@ def cmd_jobs(args) -> int:
     jobs = store.jobs(args.limit)
     if args.json:
         keys = ("id", "status", "stage", "dataset", "task", "request", "llm", "created_at",
-                "started_at", "finished_at", "pid", "error")
+                "started_at", "finished_at", "pid", "error", "workspace")
         emit(args, [{k: job.get(k) for k in keys} for job in jobs])
     else:
         emit(args, None, "\n".join(_job_line(job) for job in jobs) or "no jobs yet")
