@@ -246,3 +246,26 @@ def test_store_locked_longer_than_the_busy_timeout(tmp_path):
     assert len(store.jobs(limit=1000)) == N_JOBS  # the refused build left no job row
     assert store.rows("select count(*) as n from audit where action = 'hold'")[0]["n"] == 1
     forget_store(path)
+
+
+def test_a_store_file_that_cannot_be_written_is_named(tmp_path, monkeypatch, capsys):
+    """SQLite's 'attempt to write a readonly database' (a read-only store.db: as root only a
+    read-only open shows it) ends in a message naming the file, never a traceback."""
+    from crew.cli import main
+    home = tmp_path / "home"
+    filled_store(home)
+    real_connect = sqlite3.connect
+
+    def read_only(database, *args, **kwargs):
+        if str(database) == str(home / "store.db"):
+            kwargs["uri"] = True
+            database = f"file:{database}?mode=ro"
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", read_only)
+    code = main(["build", "classify pneumonia versus normal chest X-rays", "--yes", "--json",
+                 "--home", str(home)])
+    error = json.loads(capsys.readouterr().out)
+    assert code != 0 and error["kind"] == "home_unusable", error
+    assert str(home / "store.db") in error["error"] and "writable" in error["error"]
+    forget_store(home / "store.db")

@@ -94,14 +94,17 @@ def translate(path: str | os.PathLike, exc: BaseException, busy_timeout_s: float
         if not problem and path.exists() and not os.access(path, os.W_OK):
             problem = (f"the store {path} is read-only; make it writable or point "
                        f"{_home_flag(path.parent)} at a writable folder")
-        return StoreUnwritable(problem or f"the store {path} cannot be opened for writing ({exc}); "
-                                          f"check the permissions of {path.parent} and {path}")
+        return StoreUnwritable(problem or
+                               f"the store {path} cannot be written ({exc}): make {path} and "
+                               f"the folder {path.parent} writable for this user (fix their "
+                               "owner and permissions, or remount read-write), or point "
+                               f"{_home_flag(path.parent)} at a writable folder")
     if "locked" in text or "busy" in text:
         return StoreBusy(f"the store {path} is locked by another process and stayed locked for "
                          f"longer than {busy_timeout_s:g} s, so nothing was written: wait for the "
                          "other M3Builder process (the app, a running job, a bench) to finish "
-                         "its write and try again; if none runs, a stale lock is cleared by "
-                         "restarting the app")
+                         "its write and try again; if none should be running, look for a hung "
+                         "one (`ps aux | grep -e crew -e streamlit`) and stop it")
     if "malformed" in text or "not a database" in text or "corrupt" in text:
         return StoreDamaged(damaged_message(path, str(exc), newest_backup))
     if "full" in text or "disk i/o" in text:
