@@ -94,7 +94,7 @@ def test_every_json_command_works_or_refuses_in_json(capsys, settings, small_fol
     jobs = ok("jobs")
     assert [j["id"] for j in jobs] == [built["job_id"]] and jobs[0]["status"] == "no_dataset"
     assert ok("show", built["job_id"])["id"] == built["job_id"]
-    assert "only a stopped, failed or interrupted job" in refused("resume", built["job_id"])["error"]
+    assert "or an interrupted one" in refused("resume", built["job_id"])["error"]
     assert "error" in refused("show", "no-such-job")
     refused("evaluate", "latest", "--dataset", "Small CXR")
     assert "runs" in refused("bench", "--runs", "0")["error"]

@@ -186,8 +186,8 @@ def resume_problem(job: dict | None) -> str:
     if not job:
         return "there is no such job"
     if job.get("status") not in RESUMABLE_STATUSES:
-        return (f"only a stopped, failed or interrupted job can be resumed; this one is "
-                f"{job.get('status') or 'unknown'}")
+        return (f"only a stopped or failed job, or an interrupted one (its process was "
+                f"killed), can be resumed; this one is {job.get('status') or 'unknown'}")
     return checkpoint_problem(job.get("workspace") or "")
 
 
