@@ -119,8 +119,17 @@ def read_sheets(path: Path) -> list[tuple[str | None, list[str], list[dict]]]:
         return [(None, *read_table(path))]
     if path.stat().st_size > MAX_TABLE_BYTES:
         raise ValueError(f"{path.name} is larger than {MAX_TABLE_BYTES // 1_000_000} MB")
+    import zipfile
+
     import pandas as pd
-    frames = pd.read_excel(path, sheet_name=None, dtype=object, header=None)
+    try:
+        frames = pd.read_excel(path, sheet_name=None, dtype=object, header=None)
+    except (zipfile.BadZipFile, KeyError, EOFError, TypeError, ValueError) as exc:
+        # openpyxl's errors for a file that is not a workbook (truncated, renamed, broken)
+        raise ValueError(f"{path.name} is not a readable Excel workbook ({exc})") from exc
+    except Exception as exc:   # noqa: BLE001 - any parser failure on untrusted bytes
+        raise ValueError(f"{path.name} could not be read as a workbook "
+                         f"({type(exc).__name__}: {exc})") from exc
     out = []
     for name, frame in frames.items():
         frame = frame.dropna(how="all").dropna(axis=1, how="all")
