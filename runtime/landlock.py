@@ -216,18 +216,23 @@ def preexec(policy: dict | None, abi: int):
     the child then enters new namespaces (network unless the policy keeps TCP, mount with a
     private /dev/shm, IPC), lowers its rlimits, confines itself with Landlock, drops every
     capability and, when started by root, switches to the sandbox uid, and loads the seccomp
-    filter last. Raises OSError subclasses in the parent when the child cannot be confined."""
+    filter last. A policy with ``"landlock": False`` (no Landlock here, and the administrator
+    accepted that) gets everything but Landlock. Raises OSError subclasses in the parent when
+    the child cannot be confined."""
     libc = prepare()
     if policy is None:
         return die_with_parent
-    rules = {k: v for k, v in policy.items() if k != "sandbox"}
+    rules = {k: policy[k] for k in ("read_write", "read_only", "list_only", "write_files",
+                                    "allow_tcp") if k in policy}
+    use_landlock = policy.get("landlock", True) is not False  # False: accepted, none here
     plan = Hardening.prepare(policy)
 
     def run() -> None:
         die_with_parent()
         plan.isolate(libc)
         rules["read_write"] = plan.writable(rules.get("read_write") or [])
-        confine(abi=abi, **rules)
+        if use_landlock:
+            confine(abi=abi, **rules)
         plan.drop(libc)
         die_with_parent()  # a uid switch clears the parent-death signal
     return run

@@ -399,3 +399,24 @@ def test_unknown_syscalls_are_skipped_and_the_filter_is_bpf():
     assert seccomp.resolve("no_such_call") < 0
     code = seccomp.build(denied=seccomp.DENIED + ("no_such_call",))
     assert len(code) % 8 == 0 and len(code) // 8 > len(seccomp.DENIED) // 2
+
+
+def test_without_landlock_the_other_protections_still_apply(box):
+    """M3B_ALLOW_UNCONFINED_SCRIPTS=1 on a kernel without Landlock: the policy says so and the
+    child gets every other protection (here Landlock exists, so reading outside shows it is
+    really off)."""
+    import subprocess
+    import sys
+    policy = confinement.script_policy(Jail(box["ctx"]))
+    policy["landlock"] = False
+    outside = box["outside"]
+    outside.chmod(0o644)
+    code = ("import ctypes, os, sys\nlibc = ctypes.CDLL(None)\n"
+            "print(open(sys.argv[1]).read(), libc.prctl(21, 0, 0, 0, 0))\n"
+            "try:\n    os.chmod(sys.argv[1], 0o600)\nexcept PermissionError:\n"
+            "    print('chmod refused')\n")
+    done = subprocess.run([sys.executable, "-c", code, str(outside)], cwd=box["ws"],
+                          capture_output=True, text=True, timeout=60,
+                          preexec_fn=landlock.preexec(policy, landlock.abi_version()))
+    assert done.stdout.split("\n")[:2] == ["secret 2", "chmod refused"], done
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644

@@ -122,15 +122,17 @@ def _template_cpu_s(jail: Jail) -> int:
 
 def confinement_for(ctx, extra_read: tuple = (), allow_tcp: bool = False) -> dict | None:
     """The policy for a template child of this job: None in autopilot (the code is the
-    template's own), a Landlock policy in LLM mode. Raises ToolError when the kernel cannot
-    confine and ``M3B_ALLOW_UNCONFINED_SCRIPTS`` is not set."""
+    template's own), a confinement policy in LLM mode. Raises ToolError when this machine lacks
+    a protection and ``M3B_ALLOW_UNCONFINED_SCRIPTS`` is not set; when it is set, the policy
+    brings the protections that remain (without Landlock: ``"landlock": False``)."""
     job = ctx.store.job(ctx.job_id) or {}
     if (job.get("llm") or AUTOPILOT) == AUTOPILOT:
         return None
     require_protections(allow_tcp)
+    policy = template_policy(Jail(ctx), extra_read, allow_tcp)
     if landlock.abi_version() < 1:
-        return None  # accepted by the administrator (require_protections passed)
-    return template_policy(Jail(ctx), extra_read, allow_tcp)
+        policy["landlock"] = False  # accepted by the administrator (require_protections)
+    return policy
 
 
 def require_protections(allow_tcp: bool = False) -> list[str]:
@@ -159,12 +161,13 @@ def add_sandbox(policy: dict, jail: Jail, data_roots=(), limits: dict | None = N
     if ids is not None and found["uid_drop"]:
         uid, gid = ids
         box.update(uid=uid, gid=gid)
-        if uid != 0:
-            box["own"] = writable_in_workspace(policy, jail)
-            privileges.hand_over(box["own"], uid, gid)
-            _check_reachable(policy, jail, uid, gid, found)
+        if uid != 0 and not _check_reachable(policy, jail, uid, gid, found):
+            box.update(uid=None, gid=None)
+        elif uid != 0:
             for root in data_roots:
                 _check_readable(Path(root), uid, gid)
+            box["own"] = writable_in_workspace(policy, jail)
+            privileges.hand_over(box["own"], uid, gid)
     policy["sandbox"] = box
     return policy
 
@@ -186,12 +189,16 @@ def _fix(uid: int) -> str:
             f"that can read it (now uid {uid})")
 
 
-def _check_reachable(policy: dict, jail: Jail, uid: int, gid: int, found: dict) -> None:
+def _check_reachable(policy: dict, jail: Jail, uid: int, gid: int, found: dict) -> bool:
+    """Whether the sandbox uid can reach every granted root (through the veil where
+    needed); ToolError when it cannot, False when that is accepted (no switch then)."""
     veils, problems = namespaces.veil_plan(granted_roots(policy), uid, gid)
     if problems:
         raise ToolError("a confined child cannot reach what it needs: " + "; ".join(problems)
                         + f"; make those folders enterable by others (chmod o+x), {_fix(uid)}")
     if veils and not found["mount_namespace"]:
+        if os.environ.get(UNCONFINED_ENV) == "1":
+            return False  # accepted: no way through, so the child keeps the app's uid
         folder, roots = veils[0]
         raise ToolError(f"the sandbox user (uid {uid}) cannot enter {folder}, which holds "
                         f"{roots[0]}, and this machine cannot make a mount namespace to open a "
@@ -204,6 +211,7 @@ def _check_reachable(policy: dict, jail: Jail, uid: int, gid: int, found: dict) 
         if problem:
             raise ToolError(f"a confined child cannot read what it runs: {problem}; make it "
                             f"readable by others (chmod o+rX), " + _fix(uid))
+    return True
 
 
 def _check_readable(root: Path, uid: int, gid: int) -> None:
