@@ -108,7 +108,7 @@ def die_with_parent(sig: int = 9) -> None:
 
 def abi_version() -> int:
     """The kernel's Landlock ABI (1..7 so far); 0 when Landlock is missing or disabled."""
-    if not os.uname().sysname == "Linux":
+    if os.uname().sysname != "Linux":
         return 0
     try:
         version = _syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0),

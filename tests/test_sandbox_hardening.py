@@ -9,7 +9,8 @@ dataloader check through validate_dataloader):
 * /dev/shm is the child's own (neither side sees the other's files);
 * no capability in any set, no_new_privs, a seccomp filter, the sandbox uid when the app is
   root, rlimits set; in other namespaces (mount, network, IPC);
-* the refusal names a missing protection; unreadable data is refused naming the file and fix.
+(tests/test_sandbox_protections.py: the refusal that names a missing protection, unreadable
+data, handing files over, the report of what this machine gives.)
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from test_sandbox_tools import make_job
 
 from runtime import landlock, privileges, protections, seccomp
 from tools import confinement, scripts
-from tools.context import ToolError
 from tools.files import FILE_TOOLS
 from tools.sandbox import Jail
 
@@ -75,11 +75,10 @@ def _meta(path: Path) -> tuple:
             _xattrs(path))
 
 
-@pytest.fixture
-def box(settings, store, tmp_path):
+def make_box(settings, store, tmp_path) -> dict:
     """A job with a small dataset; a 0600 file outside every granted folder (in a folder the
     child can enter, so only the filter stands between it and a chmod); each owned by the
-    child's uid, so file permissions alone would let it change them."""
+    child's uid, so file permissions alone would let it change them. ``close_box`` ends it."""
     dataset = tmp_path / "dataset"
     (dataset / "NORMAL").mkdir(parents=True)
     (dataset / "NORMAL" / "a.png").write_bytes(b"\x89PNG fake")
@@ -100,10 +99,20 @@ def box(settings, store, tmp_path):
             os.chown(path, CHILD_UID, CHILD_GID)
     ctx = make_job(settings, store, dataset)
     tools = {name: cls(ctx=ctx, role="Data Engineer") for name, cls in FILE_TOOLS.items()}
-    yield {"ctx": ctx, "tools": tools, "dataset": dataset, "outside": outside,
-           "target": target, "xattrs": xattrs, "ws": ctx.workspace.root}
-    scripts.stop_background(ctx.job_id)
-    shutil.rmtree(outside_dir, ignore_errors=True)
+    return {"ctx": ctx, "tools": tools, "dataset": dataset, "outside": outside,
+            "target": target, "xattrs": xattrs, "ws": ctx.workspace.root}
+
+
+def close_box(made: dict) -> None:
+    scripts.stop_background(made["ctx"].job_id)
+    shutil.rmtree(made["outside"].parent, ignore_errors=True)
+
+
+@pytest.fixture
+def box(settings, store, tmp_path):
+    made = make_box(settings, store, tmp_path)
+    yield made
+    close_box(made)
 
 
 def run(box, code: str, *args: str) -> str:
@@ -334,89 +343,3 @@ print("PROBE " + _j.dumps(_rep), flush=True)
     assert report["workers"] == 16.0 * 15, report  # tensors by value through the pipe
     assert report["fsize"] == 8 << 30, report
     assert _meta(sample) == before
-
-
-def test_refusal_names_the_missing_protection(box, monkeypatch):
-    found = dict(protections.protections(), seccomp=False,
-                 seccomp_detail="libseccomp (libseccomp.so.2) is not installed")
-    lacking = protections.missing(found=found)
-    assert len(lacking) == 1 and lacking[0].startswith("seccomp (libseccomp"), lacking
-    monkeypatch.setattr(confinement, "missing_protections",
-                        lambda allow_tcp=False: protections.missing(allow_tcp, found))
-    monkeypatch.delenv(confinement.UNCONFINED_ENV, raising=False)
-    with pytest.raises(ToolError, match="missing: seccomp .*M3B_ALLOW_UNCONFINED_SCRIPTS=1"):
-        confinement.script_policy(Jail(box["ctx"]))
-    assert box["tools"]["write_files"].call(path="scripts/ok.py", content="print(1)\n")["ok"]
-    result = box["tools"]["run_script"].call(script="scripts/ok.py")
-    assert not result["ok"] and "missing: seccomp" in result["error"], result
-    monkeypatch.setenv(confinement.UNCONFINED_ENV, "1")  # accepted: runs with what remains
-    assert confinement.script_policy(Jail(box["ctx"]))["read_only"]
-    no_userns = dict(protections.protections(), root=False, user_namespace=False,
-                     network_namespace=False, mount_namespace=False, private_shm=False)
-    named = " ".join(protections.missing(found=no_userns))
-    assert "network namespace" in named and "private /dev/shm" in named, named
-
-
-def test_protections_report_this_machine():
-    found = protections.protections()
-    assert found["landlock_abi"] == landlock.abi_version()
-    assert found["seccomp"] == (seccomp.unavailable_reason() == "")
-    assert found["root"] == ROOT
-    assert found["uid_drop"] is (True if ROOT else None)
-    assert found["private_shm"] and found["mount_namespace"] and found["network_namespace"]
-
-
-@pytest.mark.skipif(not ROOT, reason="the uid switch happens only when the app is root")
-def test_unreadable_data_is_refused_naming_the_file_and_the_fix(box):
-    hidden = box["dataset"] / "NORMAL" / "a.png"
-    hidden.chmod(0o600)
-    os.chown(hidden, 0, 0)
-    with pytest.raises(ToolError) as caught:
-        confinement.script_policy(Jail(box["ctx"]))
-    message = str(caught.value)
-    assert str(hidden) in message and "chmod -R o+rX" in message
-    assert privileges.SANDBOX_UID_ENV in message
-
-
-@pytest.mark.skipif(not ROOT, reason="handing over files needs root")
-def test_hand_over_follows_no_link(tmp_path):
-    outside = tmp_path / "outside.txt"
-    outside.write_text("x")
-    linked = tmp_path / "linked.txt"
-    linked.write_text("y")
-    work = tmp_path / "work"
-    (work / "sub").mkdir(parents=True)
-    (work / "sub" / "mine.txt").write_text("z")
-    os.symlink(outside, work / "sub" / "link")
-    os.link(linked, work / "hard.txt")
-    changed = privileges.hand_over([work], CHILD_UID, CHILD_GID)
-    assert changed == 3  # work, sub, mine.txt
-    assert (work / "sub" / "mine.txt").stat().st_uid == CHILD_UID
-    assert outside.stat().st_uid == 0 and linked.stat().st_uid == 0
-
-
-def test_unknown_syscalls_are_skipped_and_the_filter_is_bpf():
-    assert seccomp.resolve("no_such_call") < 0
-    code = seccomp.build(denied=seccomp.DENIED + ("no_such_call",))
-    assert len(code) % 8 == 0 and len(code) // 8 > len(seccomp.DENIED) // 2
-
-
-def test_without_landlock_the_other_protections_still_apply(box):
-    """M3B_ALLOW_UNCONFINED_SCRIPTS=1 on a kernel without Landlock: the policy says so and the
-    child gets every other protection (here Landlock exists, so reading outside shows it is
-    really off)."""
-    import subprocess
-    import sys
-    policy = confinement.script_policy(Jail(box["ctx"]))
-    policy["landlock"] = False
-    outside = box["outside"]
-    outside.chmod(0o644)
-    code = ("import ctypes, os, sys\nlibc = ctypes.CDLL(None)\n"
-            "print(open(sys.argv[1]).read(), libc.prctl(21, 0, 0, 0, 0))\n"
-            "try:\n    os.chmod(sys.argv[1], 0o600)\nexcept PermissionError:\n"
-            "    print('chmod refused')\n")
-    done = subprocess.run([sys.executable, "-c", code, str(outside)], cwd=box["ws"],
-                          capture_output=True, text=True, timeout=60,
-                          preexec_fn=landlock.preexec(policy, landlock.abi_version()))
-    assert done.stdout.split("\n")[:2] == ["secret 2", "chmod refused"], done
-    assert stat.S_IMODE(outside.stat().st_mode) == 0o644
