@@ -50,6 +50,8 @@ def _probe() -> dict:
         privileges.drop(libc, ids, privileges.last_cap())
         if found["root"]:
             found["uid_drop"] = bool(ids) and os.geteuid() == ids[0] != 0
+            if ids and ids[0] == 0:
+                details["uid_drop"] = f"{privileges.SANDBOX_UID_ENV}=0 keeps children root"
     except OSError as exc:
         details["uid_drop"] = str(exc)
         if found["root"]:
