@@ -11,14 +11,19 @@ apply()  # first: the process set-up before anything else loads
 import streamlit as st
 
 from core import RESEARCH_ONLY
+from core.config.settings import AUTOPILOT
 from core.jobs.lifecycle import reap_orphans
-from core.config.settings import AUTOPILOT, get_settings
-from core.store.db import open_store
+from core.store.errors import StoreError
+from core.store.home import open_home
 
 st.set_page_config(page_title="M3Builder", page_icon=":material/biotech:", layout="wide")
 
-settings = get_settings()
-reap_orphans(open_store(settings.store_path))  # jobs whose worker died show as failed
+try:  # an unusable home or a damaged store: say what is wrong and what to do, no traceback
+    settings, store = open_home()
+except (StoreError, ValueError) as exc:
+    st.error(str(exc))
+    st.stop()
+reap_orphans(store)  # jobs whose worker died show as interrupted (resumable)
 
 pages = [
     st.Page("pages/chat.py", title="Build a model", icon=":material/chat:", default=True),

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.config.settings import Settings, get_settings
-from core.store.db import Store, open_store
+from core.config.settings import Settings
+from core.store.db import Store
+from core.store.errors import StoreError
+from core.store.home import open_home
 
 
 def _run_through_app_entry() -> None:
@@ -38,15 +40,20 @@ METRIC_LABELS = {"auc": "AUC", "accuracy": "Accuracy", "sensitivity": "Sensitivi
 STATUS_TEXT = {
     "queued": "Queued", "running": "Running", "awaiting_approval": "Awaiting approval",
     "succeeded": "Succeeded", "failed": "Failed", "no_dataset": "No dataset",
-    "cancelled": "Cancelled", "stopped": "Stopped",
+    "cancelled": "Cancelled", "stopped": "Stopped", "interrupted": "Interrupted",
 }
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~$])")
 
 
 def context() -> tuple[Settings, Store]:
-    """Settings (M3B_HOME honoured) and the shared store."""
-    settings = get_settings()
-    return settings, open_store(settings.store_path)
+    """Settings (M3B_HOME honoured) and the shared store; an unusable home or a damaged store
+    stops the page with what is wrong and what to do."""
+    try:
+        return open_home()
+    except (StoreError, ValueError) as exc:
+        st.error(str(exc))
+        st.stop()
+        raise
 
 
 def md_escape(text: str) -> str:

@@ -113,6 +113,29 @@ def test_app_loads_with_sidebar(home):
     assert "metadata" in sidebar
 
 
+def test_unusable_home_or_damaged_store_is_said_not_a_traceback(tmp_path, monkeypatch):
+    a_file = tmp_path / "home-is-a-file"
+    a_file.write_text("not a folder")
+    monkeypatch.setenv("M3B_HOME", str(a_file))
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert str(a_file) in texts(at) and at.error
+    home = tmp_path / "damaged"
+    monkeypatch.setenv("M3B_HOME", str(home))
+    settings, store = context()
+    for i in range(200):
+        store.audit("user", "test", f"row {i}", "x" * 200)
+    from core.store.db import forget_store
+    forget_store(settings.store_path)          # written through; the next open checks again
+    data = bytearray(settings.store_path.read_bytes())
+    middle = len(data) // 2 // 4096 * 4096     # a whole page in the middle of the file
+    data[middle: middle + 4096] = bytes(range(256)) * 16
+    settings.store_path.write_bytes(bytes(data))
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "store" in texts(at).lower() and at.error
+
+
 @pytest.mark.parametrize("page, title", [("pages/chat.py", "Build a model"),
                                          ("pages/datasets.py", "Datasets"),
                                          ("pages/training.py", "Training"),
