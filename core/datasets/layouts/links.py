@@ -40,15 +40,16 @@ def _within(path: str, folder: str) -> bool:
 @contextmanager
 def watching(root: str | os.PathLike):
     """Within it, links are judged against ``root`` (the dataset folder) and each one skipped is
-    remembered for ``skipped_links``. Nested calls share the outer scan's record."""
+    remembered for ``skipped_links``. A nested call for the same folder shares the outer
+    scan's record; one for another folder has its own until it ends."""
     outer = getattr(_SCAN, "state", None)
-    if outer is None:
-        _SCAN.state = {"root": os.path.realpath(os.fspath(root)), "skipped": {}}
+    real = os.path.realpath(os.fspath(root))
+    if outer is None or outer["root"] != real:
+        _SCAN.state = {"root": real, "skipped": {}, "judged": {}}
     try:
         yield
     finally:
-        if outer is None:
-            _SCAN.state = None
+        _SCAN.state = outer
 
 
 def skipped_links() -> dict[str, str]:
@@ -86,13 +87,16 @@ def link_problem(path: str | os.PathLike, root: str | None = None) -> str | None
 def skip(path: str | os.PathLike) -> bool:
     """True (and remembered with its reason) when ``path`` is a link the scan must not
     follow. Call it only for links (``DirEntry.is_symlink``, ``Path.is_symlink``)."""
-    why = link_problem(path)
-    if why is None:
-        return False
     state = getattr(_SCAN, "state", None)
+    key = os.fspath(path)
+    if state is not None and key in state["judged"]:  # a scan walks a folder several times
+        return state["judged"][key]
+    why = link_problem(path)
     if state is not None:
-        state["skipped"].setdefault(os.fspath(path), why)
-    return True
+        state["judged"][key] = why is not None
+        if why is not None:
+            state["skipped"].setdefault(key, why)
+    return why is not None
 
 
 def usable(path: str | os.PathLike) -> bool:
