@@ -70,6 +70,9 @@ def test_no_child_is_given_the_store(settings, tmp_path):
         def plan(self):
             return {}
 
+        def dataset_root(self):   # no plan approved: no dataset folder fixed
+            return None
+
     policy = template_policy(Jail(Ctx()))
     granted = [p for key in ("read_write", "write_files", "read_only") for p in policy[key]]
     assert not any(str(settings.store_path) in p or p.startswith(str(settings.home) + "/store")
