@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from core.evaluation import EvaluationError
 from core.evaluation.step import evaluate_job, write_model_files
 from core.jobs.provenance import file_digest, predictions_digest
-from core.training.config import TrainConfigError, build_train_config
+from core.training.config import TrainConfigError, build_train_config, check_pretrained_path
 from core.training.run import TrainingError, run_training, training_summary
 from core.jobs.lifecycle import tail_file
 from runtime.process import run_module
@@ -62,7 +62,8 @@ class ConfigureTraining(M3Tool):
                 batch_size=batch_size, learning_rate=learning_rate,
                 early_stopping_patience=early_stopping_patience,
                 pretrained_path=pretrained_path, seed=seed, num_processes=num_processes,
-                iterations_per_epoch=iterations_per_epoch)
+                iterations_per_epoch=iterations_per_epoch,
+                weights_dir=self.ctx.settings.weights_dir)
         except TrainConfigError as exc:
             raise ToolError(str(exc)) from exc
         ws = self.ctx.workspace
@@ -89,7 +90,12 @@ class RunTraining(M3Tool):
         config = config if isinstance(config, dict) else {}
         # in LLM mode the dataloader may be the LLM's code: train confined (tools/scripts.py);
         # data-parallel processes talk over loopback TCP, so those keep TCP
-        confine = confinement_for(self.ctx, extra_read=(config.get("pretrained_path"),),
+        try:  # the file may have been rewritten since configure_training checked it
+            weights = check_pretrained_path(config.get("pretrained_path"),
+                                            self.ctx.settings.weights_dir)
+        except TrainConfigError as exc:
+            raise ToolError(f"{exc}; run configure_training again") from exc
+        confine = confinement_for(self.ctx, extra_read=(weights,),
                                   allow_tcp=int(config.get("num_processes") or 1) > 1)
         try:
             run_training(ws, self.ctx.store, self.ctx.job_id,

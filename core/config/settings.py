@@ -73,6 +73,12 @@ class Settings:
     def datasets_dir(self) -> Path:
         return self.home / "datasets"
 
+    @property
+    def weights_dir(self) -> Path:
+        """Where local pretrained weights live (M3B_WEIGHTS_DIR, else <home>/weights): the only
+        folder a training run may read weights from."""
+        return Path(os.environ.get("M3B_WEIGHTS_DIR") or self.home / "weights").expanduser()
+
     def ensure(self) -> "Settings":
         for folder in (self.home, self.datacards_dir, self.jobs_dir, self.datasets_dir):
             folder.mkdir(parents=True, exist_ok=True)

@@ -47,13 +47,41 @@ def dataloader_workers(gpus: int, device: str) -> int:
     return max(0, min(4, (os.cpu_count() or 1) - 1))
 
 
+MAX_WEIGHTS_BYTES = 8 << 30
+
+
+def check_pretrained_path(path: str | None, weights_dir: Path | None) -> str | None:
+    """``path`` as a real file inside ``weights_dir`` (the only folder training may read
+    weights from), or None when no weights are asked for. An LLM (or a child rewriting
+    train_config.json) must not widen a training run's read access to any file it names."""
+    if not path:
+        return None
+    where = (f"put the weights file in {weights_dir} (or set M3B_WEIGHTS_DIR to the folder "
+             "that holds it) and name it there") if weights_dir else \
+        "local weights are read only from the app's weights folder"
+    if weights_dir is None:
+        raise TrainConfigError(f"pretrained weights {path} refused: {where}")
+    real, folder = os.path.realpath(path), os.path.realpath(weights_dir)
+    if os.path.commonpath([real, folder]) != folder or real == folder:
+        raise TrainConfigError(f"pretrained weights {path} are outside the weights folder; "
+                               f"{where}")
+    if not os.path.isfile(real):
+        raise TrainConfigError(f"pretrained weights {path} do not exist (or are not a file); "
+                               f"{where}")
+    if os.path.getsize(real) > MAX_WEIGHTS_BYTES:
+        raise TrainConfigError(f"pretrained weights {path} are larger than "
+                               f"{MAX_WEIGHTS_BYTES >> 30} GB")
+    return real
+
+
 def build_train_config(ws: JobWorkspace, job_id: str, network: str | None = None,
                        epochs: int | None = None, batch_size: int | None = None,
                        learning_rate: float | None = None,
                        early_stopping_patience: int | None = None,
                        pretrained_path: str | None = None, seed: int = DEFAULT_SEED,
                        num_processes: int | None = None,
-                       iterations_per_epoch: int | None = None) -> dict:
+                       iterations_per_epoch: int | None = None,
+                       weights_dir: Path | None = None) -> dict:
     """Write and return train_config.json. What the user set when approving the plan wins over
     the arguments; the arguments win over the template's defaults. Raises TrainConfigError."""
     plan = ws.read_plan()
@@ -82,8 +110,7 @@ def build_train_config(ws: JobWorkspace, job_id: str, network: str | None = None
         choices = template_networks(plan["template"]) + (
             sorted(NNUNET_NETWORKS) if plan["template"] == "segmentation" else [])
         raise TrainConfigError(f"unknown network {network!r}; choose one of {choices}")
-    if pretrained_path and not Path(pretrained_path).is_file():
-        raise TrainConfigError(f"pretrained weights {pretrained_path} do not exist")
+    pretrained_path = check_pretrained_path(pretrained_path, weights_dir)
     if not ws.dataloader_check.exists():
         raise TrainConfigError("the dataloader has not been validated: the Module Architect "
                                "runs validate_dataloader first")
