@@ -175,3 +175,21 @@ def test_unregistered_and_missing_folders_are_refused(settings, store, tmp_path)
         check_dataset_folder(settings, tmp_path / "gone", "gone")
     assert fix_dataset_root(settings, store, job_id, {"status": "no_dataset"}) is None
     assert check_dataset_folder(settings, tmp_path) == tmp_path.resolve()
+
+
+@pytest.mark.parametrize("folder", ["/etc", "/etc/ssl", "/"])
+def test_registration_refuses_system_folders_before_reading_them(settings, store, folder):
+    from core.datasets.registration import register_dataset
+    result = register_dataset(settings, store, folder, "system")
+    assert result["status"] == "invalid"
+    assert "system folder" in result["errors"][0] and "register the folder" in result["errors"][0]
+    assert not list(settings.datacards_dir.glob("system*"))
+
+
+def test_registration_refuses_the_apps_own_folders(settings, store):
+    from core.datasets.registration import register_dataset
+    settings.ensure()
+    for folder, words in ((settings.home, "app's home folder"),
+                          (settings.jobs_dir, "job workspaces")):
+        result = register_dataset(settings, store, str(folder), "own")
+        assert result["status"] == "invalid" and words in result["errors"][0], result["errors"]

@@ -12,11 +12,13 @@ and drafts its card without saving anything; ``register_dataset`` (with the user
 folder) and ``delete_datacard`` removes a card, its report and its store row; neither ever
 touches the data.
 
-May import: core.config, core.store, core.datasets (catalog, datacards, drafting, validation,
-layouts).
+May import: core.config, core.store, core.datasets (catalog, datacards, drafting, folder_safety,
+validation, layouts). A system folder, a home folder, the repository or the job workspaces are
+refused before anything is read.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from core.datasets.catalog import CatalogEntry, find_entry, sync_store
 from core.datasets.datacards import (Datacard, DatacardError, load_datacard, parse_datacard,
                                      save_datacard, write_json_atomic)
 from core.datasets.drafting import apply_fields, compatible_tasks, draft_datacard
+from core.datasets.folder_safety import DatasetRootError, check_dataset_folder
 from core.datasets.layouts.arrays import pickle_check
 from core.datasets.layouts.dispatch import scan_folder
 from core.datasets.layouts.types import ScanError
@@ -102,6 +105,12 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     result = {"status": "invalid", "name": name, "datacard_path": None,
               "validation_path": None, "task": None, "errors": [], "warnings": [],
               "validation": None}
+    if os.path.isdir(path):   # a missing folder gets the scanner's own message
+        try:
+            check_dataset_folder(settings, path, name)
+        except DatasetRootError as exc:
+            result["errors"].append(str(exc).replace(" and plan again", ""))
+            return result
     try:
         scan = scan_folder(path, description, interpretation)
         reading = scan.details.get("interpretation") or {}
