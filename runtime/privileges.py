@@ -103,28 +103,45 @@ def access_problem(path, uid: int, gid: int, want: int = os.R_OK) -> str:
 def hand_over(roots, uid: int, gid: int) -> int:
     """Make each existing root (a folder: all it holds; or a regular file) owned by uid:gid;
     returns how many entries changed. Symlinks are never followed (folders are walked by file
-    descriptor, so a link swapped in mid-walk leads nowhere) and a file with more than one
-    hard link is left alone (it could be a file from outside). Needs root."""
+    descriptor, so a link swapped in mid-walk leads nowhere), and a file with more than one
+    hard link is changed only when every link is inside the roots (a template links its
+    checkpoint into model/; a link to a file from outside is left alone). Needs root."""
+    inside: dict[tuple[int, int], int] = {}  # (dev, ino) of multi-link files: links seen
+    for _name, st, _dir_fd in _entries(roots):
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino)
+            inside[key] = inside.get(key, 0) + 1
     changed = 0
+    for name, st, dir_fd in _entries(roots):
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > inside.get((st.st_dev, st.st_ino), 1):
+            continue
+        changed += _own(name, st, uid, gid, dir_fd)
+    return changed
+
+
+def _entries(roots):
+    """(name, lstat, dir_fd) of every root and all a folder root holds, never following a
+    link; a path a file was reached by is counted once."""
+    seen: set[str] = set()
     for root in roots:
+        root = os.path.realpath(str(root))
+        if root in seen or any(root.startswith(s.rstrip("/") + "/") for s in seen):
+            continue
+        seen.add(root)
         try:
             st = os.lstat(root)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode):
-            changed += _own(str(root), st, uid, gid)
-            continue
+        yield root, st, None
         if not stat.S_ISDIR(st.st_mode):
             continue
-        changed += _own(str(root), st, uid, gid)
-        for _top, dirs, files, dir_fd in os.fwalk(str(root), follow_symlinks=False):
+        for _top, dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
             for name in dirs + files:
                 try:
                     entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 except OSError:
                     continue
-                changed += _own(name, entry, uid, gid, dir_fd)
-    return changed
+                yield name, entry, dir_fd
 
 
 def _own(name: str, st: os.stat_result, uid: int, gid: int, dir_fd: int | None = None) -> int:
@@ -132,8 +149,6 @@ def _own(name: str, st: os.stat_result, uid: int, gid: int, dir_fd: int | None =
         return 0
     if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
         return 0  # sockets, fifos, devices: the child made them (or they are not ours)
-    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        return 0
     try:
         os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:

@@ -81,10 +81,13 @@ def test_hand_over_follows_no_link(tmp_path):
     (work / "sub").mkdir(parents=True)
     (work / "sub" / "mine.txt").write_text("z")
     os.symlink(outside, work / "sub" / "link")
-    os.link(linked, work / "hard.txt")
+    os.link(linked, work / "hard.txt")                    # a link to a file from outside
+    (work / "ckpt.pth").write_bytes(b"w")
+    os.link(work / "ckpt.pth", work / "sub" / "ckpt.pth")  # both links inside (a template's)
     changed = privileges.hand_over([work], CHILD_UID, CHILD_GID)
-    assert changed == 3  # work, sub, mine.txt
+    assert changed == 4  # work, sub, mine.txt, the checkpoint (once)
     assert (work / "sub" / "mine.txt").stat().st_uid == CHILD_UID
+    assert (work / "ckpt.pth").stat().st_uid == CHILD_UID
     assert outside.stat().st_uid == 0 and linked.stat().st_uid == 0
 
 

@@ -10,14 +10,20 @@ A child confined by the sandbox (runtime/hardening.py: seccomp refuses Unix sock
 utime) gets two accommodations first (``accommodate_sandbox``): tensors cross process
 boundaries by value (PyTorch's default passes file descriptors over a Unix socket, and its
 "file_system" strategy talks to a shared-memory manager over one too, so DataLoader workers
-would fail), and ``shutil.copy``/``copy2``/``copytree`` copy contents without modes and times
-(libraries such as nnU-Net copy their plans with ``shutil.copy``).
+would fail), and a refused ``os.chmod``/``os.utime`` (EPERM) is skipped instead of raised, so
+copies keep their contents without modes and times (nnU-Net copies its plans with
+``shutil.copy`` and its labels with distutils' ``copy_file``, which set both). The kernel still
+refuses every change; only Python's error is left out. And threadpoolctl (nnU-Net's data
+augmenter uses it) finds the loaded libraries without reading ``/proc/self/maps``, which no
+confined child may read. ``M3B_CONFINED=1`` tells a template it is confined (nnU-Net then
+predicts in its own process: its multi-process prediction needs a Unix socket).
 """
 from __future__ import annotations
 
 import errno
+import functools
+import os
 import runpy
-import shutil
 import socket
 import sys
 
@@ -37,21 +43,29 @@ def sandboxed() -> bool:
     return False
 
 
-def _tolerant(copy):
-    def call(src, dst, *, follow_symlinks=True):
+def _skip_refusal(call):
+    @functools.wraps(call)
+    def tolerant(*args, **kwargs):
         try:
-            copy(src, dst, follow_symlinks=follow_symlinks)
+            return call(*args, **kwargs)
         except PermissionError as exc:
-            if exc.errno != errno.EPERM:  # EPERM: the sandbox refused chmod/utime
+            if exc.errno != errno.EPERM:  # EPERM: the sandbox's filter refused it
                 raise
-    call.__doc__ = copy.__doc__
-    return call
+            return None
+    return tolerant
 
 
 def accommodate_sandbox() -> None:
-    """Let a confined child's libraries work without Unix sockets, chmod and utime."""
-    shutil.copymode = _tolerant(shutil.copymode)
-    shutil.copystat = _tolerant(shutil.copystat)
+    """Let a confined child's libraries work without Unix sockets, chmod and utime; set
+    ``M3B_CONFINED=1`` (for the templates, and inherited by their processes)."""
+    os.environ["M3B_CONFINED"] = "1"
+    for name in ("chmod", "utime"):
+        setattr(os, name, _skip_refusal(getattr(os, name)))
+    try:
+        import threadpoolctl
+        threadpoolctl._HAS_PROCFS = False  # its dl_iterate_phdr path instead of /proc
+    except ImportError:
+        pass
     try:
         import torch.multiprocessing  # noqa: F401  (registers torch's fd-passing reducers)
     except ImportError:

@@ -30,6 +30,17 @@ from pathlib import Path
 from ml_templates.common.channel import RunChannel
 from ml_templates.segmentation import nnunet_engine as eng
 
+CONFINED_ENV = "M3B_CONFINED"  # set by core.config.launch in a sandboxed child
+
+
+def _predict_in_this_process(predictor) -> None:
+    """Confined, a child has no Unix sockets, and nnU-Net's multi-process prediction needs one
+    (its preprocessing runs under a multiprocessing Manager): predict sequentially instead."""
+    def sequential(inputs, outputs, save_probabilities=False, overwrite=True, **_workers):
+        return predictor.predict_from_files_sequential(inputs, outputs, save_probabilities,
+                                                       overwrite)
+    predictor.predict_from_files = sequential
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -97,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                                    model_dir / Path(plans_info["plans_file"]).name,
                                    model_dir / "dataset.json", configuration, device,
                                    use_mirroring=bool(cfg.get("use_mirroring", True)))
+    if os.environ.get(CONFINED_ENV) == "1":
+        _predict_in_this_process(predictor)
     rows = eng.predict(predictor, info["dataset_dir"], info["test"], out / "predictions",
                        n_proc=n_proc)
     (out / "predictions.json").write_text(json.dumps(rows, indent=1))
