@@ -114,3 +114,13 @@ def test_without_landlock_the_other_protections_still_apply(box):
                           preexec_fn=landlock.preexec(policy, landlock.abi_version()))
     assert done.stdout.split("\n")[:2] == ["secret 2", "chmod refused"], done
     assert stat.S_IMODE(outside.stat().st_mode) == 0o644
+
+
+def test_template_cpu_limit_follows_the_budget_and_never_blocks_on_a_fifo(box):
+    config = box["ws"] / "train_config.json"
+    config.write_text('{"time_budget_s": 36000}')
+    assert confinement.template_policy(Jail(box["ctx"]))["sandbox"]["limits"]["cpu_s"] == 72000
+    config.unlink()
+    os.mkfifo(config)  # what a child could leave there: reading it would block the app
+    limits = confinement.template_policy(Jail(box["ctx"]))["sandbox"]["limits"]
+    assert limits["cpu_s"] == confinement.TEMPLATE_CPU_S

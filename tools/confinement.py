@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections import deque
 from pathlib import Path
@@ -112,11 +113,14 @@ def template_policy(jail: Jail, extra_read: tuple = (), allow_tcp: bool = False)
 
 def _template_cpu_s(jail: Jail) -> int:
     """CPU seconds per core for a template child: 4 h, or twice the training's time budget."""
-    try:
-        with open(jail.root / "train_config.json", "rb") as fh:
-            budget = float(json.loads(fh.read(1 << 20)).get("time_budget_s") or 0)
+    budget = 0.0
+    try:  # a child may have swapped the file for a link or a FIFO: never follow, never block
+        fd = os.open(jail.root / "train_config.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                budget = float(json.loads(fh.read(1 << 20)).get("time_budget_s") or 0)
     except (OSError, ValueError, AttributeError, TypeError):
-        budget = 0
+        budget = 0.0
     return int(min(MAX_CPU_S, max(TEMPLATE_CPU_S, 2 * budget)))
 
 
