@@ -143,6 +143,7 @@ def veil(libc, plan) -> None:
     """Cover each folder of the plan with a tmpfs holding only its granted roots (as root,
     in our own mount namespace, after ``private_mounts``)."""
     cwd = os.getcwd()
+    os.umask(0o022)  # the folders made below must be enterable whatever the app's umask
     for folder, roots in plan:
         fds = []
         try:
