@@ -143,7 +143,15 @@ def veil(libc, plan) -> None:
     """Cover each folder of the plan with a tmpfs holding only its granted roots (as root,
     in our own mount namespace, after ``private_mounts``)."""
     cwd = os.getcwd()
-    os.umask(0o022)  # the folders made below must be enterable whatever the app's umask
+    umask = os.umask(0o022)  # the folders made below must be enterable whatever the umask
+    try:
+        _cover(libc, plan)
+    finally:
+        os.umask(umask)
+    os.chdir(cwd)  # the working folder as the child will see it
+
+
+def _cover(libc, plan) -> None:
     for folder, roots in plan:
         fds = []
         try:
@@ -162,4 +170,3 @@ def veil(libc, plan) -> None:
         finally:
             for _root, fd, _is_dir in fds:
                 os.close(fd)
-    os.chdir(cwd)  # the working folder as the child will see it
