@@ -346,7 +346,11 @@ def test_numpy_and_torch_import_under_landlock(job):
 def test_scripts_refused_without_landlock_unless_allowed(job, monkeypatch):
     _, tools, _ = job
     write_script(tools, "scripts/p.py", "print('ran')\n")
+    from runtime import protections
+    found = {**protections.protections(), "landlock_abi": 0}
     monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    monkeypatch.setattr(confinement, "missing_protections",
+                        lambda allow_tcp=False: protections.missing(allow_tcp, found))
     refused(tools["run_script"].call(script="scripts/p.py"), "Landlock",
             confinement.UNCONFINED_ENV)
     monkeypatch.setenv(confinement.UNCONFINED_ENV, "1")

@@ -33,8 +33,10 @@ class RunScript(JailedTool):
                         "dataset's real folder (read-only), $M3B_WORKSPACE the workspace. The "
                         "script may write files inside workspace folders (e.g. Datapath/, "
                         "scripts/, .tmp/), not at the workspace's top level, not in Logout/ and "
-                        "never in the dataset; it has no network. Returns exit code, seconds and "
-                        "the output (head and tail).")
+                        "never in the dataset; it has no network, no Unix sockets, and cannot "
+                        "change files' modes, owners or times (use shutil.copyfile, not "
+                        "shutil.copy/copy2/copytree; DataLoader num_workers=0). Returns exit "
+                        "code, seconds and the output (head and tail).")
     args_schema: type[BaseModel] = RunArgs
 
     def execute(self, script: str, args: list[str] | None = None,
