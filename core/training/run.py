@@ -4,6 +4,7 @@ turn a stop request into the child's stop file. The caller gates what the child 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 from core.config.training_defaults import STOP_GRACE_S
@@ -46,9 +47,32 @@ def run_training(ws: JobWorkspace, store: Store, job_id: str,
                     grace_s=STOP_GRACE_S)
     tail.ingest(store, job_id)  # what the child wrote after the last tick
     if run["returncode"] != 0:
-        raise TrainingError(f"training {run['ended']} with exit code {run['returncode']}:\n"
+        full = disk_full(ws, run.get("log_tail") or "")
+        raise TrainingError((full + "\n\n" if full else "") +
+                            f"training {run['ended']} with exit code {run['returncode']}:\n"
                             f"{run['log_tail']}")
     return run
+
+
+LOW_SPACE_BYTES = 64 << 20
+FULL_SIGNS = ("No space left on device", "Disk quota exceeded", "File too large",
+              "unexpected pos")   # the last: PyTorch's zip writer when a write came up short
+
+
+def disk_full(ws: JobWorkspace, log_tail: str) -> str:
+    """A plain sentence when training most likely failed because the disk holding the job's
+    workspace is full (libraries often hide ENOSPC behind their own errors); "" otherwise."""
+    try:
+        stat = os.statvfs(ws.root)
+        free = stat.f_bavail * stat.f_frsize
+    except OSError:
+        return ""
+    if free >= LOW_SPACE_BYTES and not any(sign in log_tail for sign in FULL_SIGNS):
+        return ""
+    return (f"The disk holding the job's workspace ({ws.root}) is full or nearly full "
+            f"({free / 2**20:.1f} MB free), so training could not write its checkpoints. Free "
+            "some space there (or point M3B_HOME at a larger disk), then resume the job "
+            f"(python -m crew resume {ws.root.name}).")
 
 
 def training_summary(gate: GateResult) -> dict:
