@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: setup demo run test test-fast m3bench bench bench-expert fuzz clean-venv
+.PHONY: setup demo run test test-fast m3bench bench bench-expert fuzz faults clean-venv
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,10 @@ m3bench: setup
 # fuzzed registrations: EXAMPLES generated bad or odd dataset folders (default 1000); totals
 fuzz: setup
 	$(PY) -m bench.fuzz_registration --examples $(or $(EXAMPLES),1000)
+
+# the escape corpus, the fault suite and the fuzzed registrations, with totals
+faults: setup
+	$(PY) -m bench.fault_suite --fuzz-examples $(or $(EXAMPLES),1000)
 
 # scale bench: scan + index 100,000 synthetic images per layout (FILES=... to change)
 bench: setup
