@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from core.config.secret_shapes import KEY_PREFIX, SECRET_ENV
+
 SETTINGS_FILE = "settings.json"
 AUTOPILOT = "autopilot"
 MiB = 1024 * 1024
@@ -40,10 +42,9 @@ DEFAULTS = {"llm": AUTOPILOT, "llm_base_url": "", "llm_key_env": "", **UPLOAD_DE
 
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+@/\-]{0,199}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-# common API-key shapes: OpenAI/Anthropic (sk-...), Google (AIza...), AWS (AKIA...), GitHub,
-# Slack, Hugging Face, or any long unbroken token
-KEY_LIKE = re.compile(r"^(sk|pk|rk)[-_]|^AIza|^AKIA|^gh[pousr]_|^xox[abpr]-|^hf_|"
-                      r"^[A-Za-z0-9_\-]{40,}$")
+# a key pasted where a name belongs: the known key prefixes (core.config.secret_shapes) or any
+# long unbroken token
+KEY_LIKE = re.compile(KEY_PREFIX.pattern + r"|^[A-Za-z0-9_\-]{40,}$")
 # the environment variable a provider's client reads its key from (litellm / CrewAI names)
 PROVIDER_KEY_ENV = {
     "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
@@ -53,8 +54,9 @@ PROVIDER_KEY_ENV = {
     "cohere": "COHERE_API_KEY", "xai": "XAI_API_KEY",
 }
 NO_KEY_PROVIDERS = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio")
-# the names runtime.process.child_env strips from training processes: a key variable must match
-SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# a key variable must have a secret-looking name (core.config.secret_shapes.SECRET_ENV): children
+# start from an allow-list either way, and the name keeps its value scrubbed wherever it is read
+SECRET_NAME_RE = SECRET_ENV
 
 
 class SettingsError(ValueError):
