@@ -109,12 +109,17 @@ def _confidences(probs: np.ndarray, targets: np.ndarray,
     return probs.max(axis=1), (probs.argmax(axis=1) == targets).astype(np.float64)
 
 
+def _bins(conf: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bin edges and each confidence's bin (equal width on [0, 1])."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return edges, np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
+
+
 def reliability(probs: np.ndarray, targets: np.ndarray, multi_label: bool = False,
                 bins: int = BINS) -> list[dict]:
     """Non-empty bins: ``{"lower", "upper", "confidence", "accuracy", "count"}``."""
     conf, correct = _confidences(probs, targets, multi_label)
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
+    edges, which = _bins(conf, bins)
     rows = []
     for b in range(bins):
         inside = which == b
@@ -152,8 +157,7 @@ def ece_uncertainty(probs: np.ndarray, targets: np.ndarray, multi_label: bool = 
     conf, correct = _confidences(probs, targets, multi_label)
     if not len(conf):
         return {"ci": None, "noise_floor": None, "draws": 0}
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1], right=True), 0, bins - 1)
+    _, which = _bins(conf, bins)
     rng = np.random.default_rng(seed)
     boot, floor = [], []
     for _ in range(draws):
