@@ -27,9 +27,9 @@ from core.jobs.lifecycle import create_job
 from crew.runner import run_job
 from runtime import landlock
 from tests.openai_stub_server import StubOpenAI
+from tests.test_llm_provider_http import SMALL, http_scripts
 
 REQUEST = "classify pneumonia versus normal chest X-rays"
-SMALL = "Small chest X-ray"
 PROBE = (Path(__file__).parent / "hostile_probe.py").read_text()
 SECRETS = {"GATEWAY_PASS": "gw-pass-7f3a9c2e1b", "DATABASE_URL": "postgres://u:p4ssw0rd-Long@db/x",
            "PRIVATE_JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
@@ -88,24 +88,13 @@ class Listener:
 
 
 def scripts(args: list[str]) -> dict:
+    """The clean LLM-mode run of test_llm_provider_http, with a hostile Data Engineer."""
     probe = [("write_files", {"path": "scripts/probe.py", "content": PROBE})]
-    return {
-        "Task Manager": [[("list_datacards", {})], [("rank_datasets", {"request": REQUEST})],
-                         [("write_plan", {"dataset": SMALL, "reasons": "X-ray chest match"})],
-                         "Planned."],
-        "Data Engineer": [probe,
-                          [("run_script", {"script": "scripts/probe.py", "args": args,
-                                           "timeout_s": 60})],
-                          [("run_script", {"script": "scripts/probe.py", "args": args,
-                                           "timeout_s": 60, "background": True})],
-                          "The index is written."],       # it is not: the gate catches it
-        "Module Architect": [[("write_dataloader", {"image_size": [32, 32]})],
-                             [("validate_dataloader", {})], "Loads."],
-        "Model Trainer": [[("configure_training", {"epochs": 1, "early_stopping_patience": 0,
-                                                   "batch_size": 16})],
-                          [("run_training", {})], [("evaluate_model", {})],
-                          "Scored; for research use only."],
-    }
+    run = {"script": "scripts/probe.py", "args": args, "timeout_s": 60}
+    return {**http_scripts(),
+            "Data Engineer": [probe, [("run_script", run)],
+                              [("run_script", {**run, "background": True})],
+                              "The index is written."]}   # it is not: the gate catches it
 
 
 LINE = re.compile(r"(REFUSED [^:\n\\]+: \w+|ESCAPED [^\n\\]+|PROBE DONE \d+|DAEMON STARTED \d+)")
