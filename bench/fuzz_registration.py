@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import io
 import os
+import stat
 import struct
 import sys
 import tempfile
@@ -181,24 +182,30 @@ def write_folder(spec: FolderSpec, root: Path, outside: Path) -> None:
 
 
 def digest(root: Path) -> dict[str, tuple]:
-    """Everything a registration must leave unchanged: per entry its type, mode, mtime, size,
-    content hash or link target (links are not followed)."""
-    out = {}
+    """Everything that must stay unchanged under ``root`` (the folder itself included): per
+    entry its mode, owner, group, mtime, size, extended attributes, and a regular file's
+    content hash or a link's target. Links are never followed, other files never opened."""
+    def state(path: str) -> tuple:
+        st_ = os.lstat(path)
+        try:
+            xattrs = tuple(sorted(os.listxattr(path, follow_symlinks=False)))
+        except OSError:
+            xattrs = ()
+        if stat.S_ISLNK(st_.st_mode):
+            content = os.readlink(path)
+        elif stat.S_ISREG(st_.st_mode):
+            with open(path, "rb") as fh:
+                content = hashlib.sha256(fh.read()).hexdigest()
+        else:
+            content = ""
+        return (st_.st_mode, st_.st_uid, st_.st_gid, st_.st_mtime_ns,
+                0 if stat.S_ISDIR(st_.st_mode) else st_.st_size, xattrs, content)
+
+    out = {".": state(str(root))}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
-            st_ = os.lstat(path)
-            if os.path.islink(path):
-                value = ("link", os.readlink(path))
-            elif os.path.isdir(path):
-                value = ("dir", st_.st_mode, st_.st_mtime_ns)
-            else:
-                with open(path, "rb") as fh:
-                    value = ("file", st_.st_mode, st_.st_mtime_ns, st_.st_size,
-                             hashlib.sha256(fh.read()).hexdigest())
-            out[os.path.relpath(path, root)] = value
-    st_root = os.lstat(root)
-    out["."] = ("dir", st_root.st_mode, st_root.st_mtime_ns)
+            out[os.path.relpath(path, root)] = state(path)
     return out
 
 

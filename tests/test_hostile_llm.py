@@ -25,9 +25,10 @@ import pytest
 
 from core.jobs.lifecycle import create_job
 from crew.runner import run_job
+from bench.fuzz_registration import digest
 from runtime import landlock
 from tests.openai_stub_server import StubOpenAI
-from tests.test_llm_provider_http import SMALL, http_scripts
+from tests.test_llm_provider_http import http_scripts
 
 REQUEST = "classify pneumonia versus normal chest X-rays"
 PROBE = (Path(__file__).parent / "hostile_probe.py").read_text()
@@ -43,20 +44,6 @@ SECCOMP_DENIED = ("chmod dataset file", "chown dataset file", "utime dataset fil
 
 needs_landlock = pytest.mark.skipif(landlock.abi_version() < 6,
                                     reason="needs Landlock ABI 6+ (signal and socket scoping)")
-
-
-def meta_digest(folder: Path) -> dict:
-    out = {}
-    for path in sorted([folder, *folder.rglob("*")]):
-        st = os.lstat(path)
-        try:
-            xattrs = sorted(os.listxattr(path, follow_symlinks=False))
-        except OSError:
-            xattrs = []
-        out[str(path)] = (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_size,
-                          path.read_bytes() if path.is_file() and not path.is_symlink() else b"",
-                          xattrs)
-    return out
 
 
 class Listener:
@@ -130,8 +117,8 @@ def test_hostile_llm_escapes_nothing_and_the_job_still_succeeds(settings, store,
     shm_name = f"m3b-hostile-{uuid.uuid4().hex[:8]}"
     host_marker = Path("/dev/shm/m3b-host-marker")
     host_marker.write_text("host")
-    dataset_before, canary_before = meta_digest(Path(small)), meta_digest(outside)
-    canary_before.pop(str(outside / "app.sock"), None)
+    dataset_before, canary_before = digest(Path(small)), digest(outside)
+    canary_before.pop("app.sock", None)
     other_jobs = store.rows("select id, status from jobs")
     # a process of the app's user for ptrace and signals (a stopped pytest would hang the run)
     victim = subprocess.Popen(["sleep", "600"])
@@ -166,9 +153,9 @@ def test_hostile_llm_escapes_nothing_and_the_job_still_succeeds(settings, store,
     roles = {r["role"]: r for r in result["roles"]}
     assert roles["Data Engineer"]["fallback"]
     # nothing outside changed
-    assert meta_digest(Path(small)) == dataset_before
-    after = meta_digest(outside)
-    after.pop(str(outside / "app.sock"), None)
+    assert digest(Path(small)) == dataset_before
+    after = digest(outside)
+    after.pop("app.sock", None)
     assert after == canary_before
     assert listener.received == []
     assert victim_state == "S"                  # never stopped by a ptrace attach

@@ -5,16 +5,15 @@ are read; the folder is byte-identical afterwards (names, modes, mtimes, content
 targets)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench.fuzz_registration import digest
 from core.datasets.layouts import links
 from core.datasets.layouts.dispatch import scan_folder
 
@@ -23,24 +22,6 @@ BAD = {"NORMAL/a.png": "symlink loop", "NORMAL/b.png": "symlink loop",
        "NORMAL/self.png": "symlink loop", "NORMAL/up": "symlink loop",
        "PNEUMONIA/gone.png": "dangling symlink", "PNEUMONIA/out.png": "outside the dataset",
        "outdir": "outside the dataset"}
-
-
-def exact_digest(folder: Path) -> str:
-    """Every entry's name, mode, mtime, size and content or link target, never following a
-    link (the folder's own mode and mtime included)."""
-    digest = hashlib.sha256()
-    for top, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(dirs + files) + ["."]:
-            path = os.path.join(top, name)
-            st = os.lstat(path)
-            digest.update(f"{os.path.relpath(path, folder)}|{st.st_mode}|{st.st_mtime_ns}|"
-                          f"{st.st_size}".encode())
-            if stat.S_ISLNK(st.st_mode):
-                digest.update(os.readlink(path).encode())
-            elif stat.S_ISREG(st.st_mode):
-                digest.update(Path(path).read_bytes())
-    return digest.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +49,7 @@ def looped(tmp_path_factory):
 
 
 def test_scan_skips_every_bad_link_and_names_it(looped):
-    before = exact_digest(looped)
+    before = digest(looped)
     scan = scan_folder(looped)
     skipped = {os.path.relpath(p, looped): why
                for p, why in scan.details["skipped_links"].items()}
@@ -79,12 +60,12 @@ def test_scan_skips_every_bad_link_and_names_it(looped):
     assert not images & set(BAD)
     assert "PNEUMONIA/patient7777_1.png" in images  # a link inside the folder is read
     assert not any("9999" in i for i in images)
-    assert exact_digest(looped) == before
+    assert digest(looped) == before
 
 
 def test_registration_succeeds_with_a_warning_naming_each_link(looped, settings, store):
     from core.datasets.registration import register_dataset
-    before = exact_digest(looped)
+    before = digest(looped)
     result = register_dataset(settings, store, str(looped), "Looped X-rays",
                               "chest X-ray PNGs, NORMAL vs PNEUMONIA folders")
     assert result["status"] == "registered", result
@@ -94,19 +75,19 @@ def test_registration_succeeds_with_a_warning_naming_each_link(looped, settings,
     assert "Replace each" in warning
     report = json.loads(Path(result["validation_path"]).read_text())
     assert warning in report["warnings"]
-    assert exact_digest(looped) == before
+    assert digest(looped) == before
 
 
 def test_datasets_page_scan_step_survives_the_links(looped):
     from core.datasets.drafting import draft_dataset
-    before = exact_digest(looped)
+    before = digest(looped)
     draft = draft_dataset(str(looped), "Looped", "chest X-ray PNGs")
     assert set(draft.scan.details["skipped_links"]) == {str(looped / n) for n in BAD}
-    assert exact_digest(looped) == before
+    assert digest(looped) == before
 
 
 def test_cli_register_prints_the_warning_and_exits_zero(looped, tmp_path):
-    before = exact_digest(looped)
+    before = digest(looped)
     proc = subprocess.run([sys.executable, "-m", "crew", "register", str(looped), "--name",
                            "Looped CLI", "--home", str(tmp_path / "home"), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600,
@@ -116,7 +97,7 @@ def test_cli_register_prints_the_warning_and_exits_zero(looped, tmp_path):
     result = json.loads(proc.stdout)
     warning = next(w for w in result["warnings"] if "symlink" in w)
     assert all(f"{name}: " in warning for name in BAD), warning
-    assert exact_digest(looped) == before
+    assert digest(looped) == before
 
 
 def test_walk_matches_os_walk_without_links(tmp_path):
