@@ -4,6 +4,8 @@ when it ends, everything it started ends too (runtime.proctree: its whole proces
 orphan it left, double-forked daemons included)."""
 from __future__ import annotations
 
+import functools
+import signal
 import subprocess
 import sys
 import time
@@ -14,17 +16,6 @@ from core.config.launch import LAUNCHER
 from core.config.secrets import child_env
 from core.config.settings import REPO_ROOT
 from runtime import landlock, proctree
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: on Linux ask for SIGTERM when the parent (the job) dies, so a
-    killed job never leaves an orphaned training process behind."""
-    try:
-        import ctypes
-        import signal
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def tail(path: Path, lines: int = 25) -> str:
@@ -49,9 +40,12 @@ def run_module(module: str, args: list[str], log_path: Path, timeout_s: float,
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
     extra: dict = {}
-    preexec = _die_with_parent if sys.platform == "linux" else None
+    preexec = None
+    if sys.platform == "linux":
+        landlock.prepare()  # libc loaded before the fork: the child only makes system calls
+        # SIGTERM when the job dies, so a killed job never leaves an orphaned training behind
+        preexec = functools.partial(landlock.die_with_parent, signal.SIGTERM)
     if confine is not None:
-        landlock.prepare()  # libc loaded before the fork
         preexec = landlock.preexec(confine, landlock.abi_version())
         if scratch is not None:
             scratch.mkdir(parents=True, exist_ok=True)
