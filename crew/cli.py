@@ -7,8 +7,9 @@
                          [--epochs N] [--time-budget MIN] [--operating-point RULE]
     python -m crew jobs [--limit N] [--home DIR] [--json]
     python -m crew show JOB [--events] [--home DIR]
-    python -m crew resume JOB [--home DIR] [--json]
-                            train a stopped, failed or interrupted job on from its checkpoint
+    python -m crew resume JOB [--yes] [--home DIR] [--json]
+                            go on with a stopped, failed or interrupted job: training from its
+                            newest checkpoint, else from the stage that did not finish
     python -m crew evaluate MODEL --dataset NAME [--home DIR] [--json]
                             score a model (id, name or "latest") on another registered dataset
     python -m crew demo [--basic] [--home DIR] build and register the demo datasets
@@ -156,11 +157,16 @@ def cmd_build(args) -> int:
 
 def cmd_resume(args) -> int:
     settings, store = _open(args)
+    job = store.job(args.job_id) or {}
+    if (job and job.get("approval") != "approved" and not job.get("auto_approve")
+            and not args.yes and not sys.stdin.isatty()):
+        raise CLIError(f"job {args.job_id} stopped before its plan was approved, so resuming "
+                       "asks for approval and there is no terminal to ask; pass --yes to "
+                       "approve it without asking", kind="needs_approval")
     try:
         prepare_resume(store, args.job_id, actor="cli")
     except JobError as exc:
         raise CLIError(str(exc), code=1, kind="not_resumable") from None
-    args.yes = True  # a resumed job's plan was approved in its first run
     return _follow(args, settings, store, args.job_id, {}, resume=True)
 
 
@@ -262,9 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--events", action="store_true", help="include every step")
     p.set_defaults(func=cmd_show)
     p = sub.add_parser("resume", parents=[common],
-                       help="train a stopped, failed or interrupted job on from its newest "
-                            "checkpoint")
+                       help="go on with a stopped, failed or interrupted job: training from "
+                            "its newest checkpoint, else from the stage that did not finish")
     p.add_argument("job_id")
+    p.add_argument("--yes", action="store_true",
+                   help="approve the plan without asking, when the job stopped before its "
+                        "plan was approved")
     p.set_defaults(func=cmd_resume)
     p = sub.add_parser("evaluate", parents=[common],
                        help="score a trained model on another registered dataset")

@@ -1,16 +1,25 @@
-"""Resume a stopped or failed job's training from its newest checkpoint.
+"""Resume a stopped, failed or interrupted job (``python -m crew.worker JOB --resume``, queued by
+``core.jobs.lifecycle.prepare_resume``). Two ways, chosen as ``core.jobs.lifecycle.resume_mode`` says:
 
-``core.jobs.lifecycle.prepare_resume`` sets ``"resume": true`` in the job's train_config.json and
-queues the job; ``python -m crew.worker JOB --resume`` then runs :class:`ResumeRunner`: the plan,
-index and dataloader of the first run are reused once their gates pass again (the dataset folder
-may have moved since), and the Model Trainer runs ``run_training`` (the template continues from
-the newest checkpoint) and ``evaluate_model`` with the same tools, logging and gate as a first
-run.
-Both modes run this step deterministically: the training configuration was decided in the
-first run, so no LLM is asked again.
+* **From a checkpoint** (training saved one): the plan, index and dataloader of the first run
+  are reused once their gates pass again (the dataset folder may have moved since), and the
+  Model Trainer runs ``run_training`` (the template continues from the newest checkpoint) and
+  ``evaluate_model``. A gate that fails ends the job ``failed``: the checkpoint belongs to
+  that index and dataloader, so they are not made again.
+* **From the stage that did not finish** (killed while planning, awaiting approval, indexing,
+  checking the dataloader, or before training's first checkpoint): a stage counts as finished
+  when its last run ended successfully and its gate passes again now; the first one that did
+  not finish, and every one after it, runs again. An approved plan is final: if it fails its
+  gate the job fails rather than being planned and approved again. A plan never approved is
+  offered for approval again.
+
+Both ways run deterministically (autopilot's routines with the same tools and gates), also for
+a job started with an LLM: what the LLM made and its gate passed is kept, and no LLM is asked
+again.
 """
 from __future__ import annotations
 
+from core.jobs.lifecycle import checkpoint_problem
 from crew.autopilot import StageError
 from crew.runner import JobRunner
 from crew.stages import STAGES
@@ -21,29 +30,66 @@ RESUME_TOOLS = ("run_training", "evaluate_model")
 
 
 class ResumeRunner(JobRunner):
-    """A JobRunner whose run is only the Model Trainer's training (resumed) and evaluation."""
+    """A JobRunner that goes on from where the job's earlier run ended."""
 
-    def _run_autopilot(self) -> None:
-        self._resume_training()
+    def _run_autopilot(self, first: int = 0) -> None:
+        self._resume()
 
     def _run_crew(self) -> None:
-        self._resume_training()
+        self._resume()
 
-    def _earlier_seconds(self) -> dict[str, float]:
-        events = self.store.events(self.ctx.job_id)
-        return {s.role_key: sum(float(e["seconds"] or 0.0) for e in events
-                                if e["role"] == s.role and e["kind"] == "stage"
-                                and e["tool"] == "end") for s in STAGES}
+    def _earlier_events(self) -> list[dict]:
+        return [e for e in self.store.events(self.ctx.job_id) if e["kind"] == "stage"]
 
-    def _resume_training(self) -> None:
-        earlier = self._earlier_seconds()
+    def _resume(self) -> None:
+        earlier = self._earlier_events()
         try:
-            self._resume_stages()
+            if not checkpoint_problem(self.job["workspace"]):  # as prepare_resume decided
+                self._resume_training()
+            else:
+                self._continue(earlier)
         finally:  # a role's seconds cover all its runs
-            for key, seconds in earlier.items():
-                self.stage_seconds[key] = self.stage_seconds.get(key, 0.0) + seconds
+            for stage in STAGES:
+                seconds = sum(float(e["seconds"] or 0.0) for e in earlier
+                              if e["role"] == stage.role and e["tool"] == "end")
+                self.stage_seconds[stage.role_key] = (
+                    self.stage_seconds.get(stage.role_key, 0.0) + seconds)
 
-    def _resume_stages(self) -> None:
+    # ------------------------------------------------------------ from the unfinished stage
+    @staticmethod
+    def _finished(earlier: list[dict]) -> set[str]:
+        """The roles whose last stage event was a successful end."""
+        last: dict[str, dict] = {}
+        for event in earlier:
+            last[event["role"]] = event
+        return {role for role, e in last.items() if e["tool"] == "end" and e["ok"]}
+
+    def _continue(self, earlier: list[dict]) -> None:
+        finished = self._finished(earlier)
+        approved = (self.store.job(self.ctx.job_id) or {}).get("approval") == "approved"
+        first = 0
+        for i, stage in enumerate(STAGES[:TRAINER]):
+            if stage.role not in finished:
+                break
+            gate = self._gate(i)
+            if not gate.ok:
+                if i == 0 and approved:
+                    self.stage_status[stage.role_key] = "failed"
+                    self.outcome = "failed"
+                    self.error = (f"{stage.role}: {gate.message()} (the approved plan, checked "
+                                  "again before resuming)")
+                    return
+                break
+            self.stage_status[stage.role_key] = "succeeded"
+            first = i + 1
+        kept = ", ".join(s.role for s in STAGES[:first]) or "nothing"
+        self.ctx.event("System", "info", tool="resume",
+                       result=f"continuing from the {STAGES[first].role} by autopilot; kept "
+                              f"(finished and checked again): {kept}")
+        JobRunner._run_autopilot(self, first)
+
+    # ------------------------------------------------------------ from the newest checkpoint
+    def _resume_training(self) -> None:
         for i, stage in enumerate(STAGES[:TRAINER]):
             gate = self._gate(i)
             if not gate.ok:

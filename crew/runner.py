@@ -64,6 +64,10 @@ class JobRunner:
 
     def _after_plan(self) -> bool:
         """No dataset, or approval: decide whether building goes on."""
+        job = self.store.job(self.ctx.job_id) or {}
+        if job.get("approval") == "approved" and job.get("dataset_root"):
+            return True  # approved and fixed in an earlier run of this job (resumed): plan.json,
+            # which children may have written since, is not read again
         plan = self.ctx.workspace.read_plan()
         self.store.update_job(self.ctx.job_id, dataset=plan.get("dataset") or "",
                               task=plan.get("task") or "")
@@ -102,9 +106,13 @@ class JobRunner:
         return False
 
     # ------------------------------------------------------------------ autopilot
-    def _run_autopilot(self) -> None:
+    def _run_autopilot(self, first: int = 0) -> None:
+        """The stages from ``first`` on (a resumed job skips those that finished), the approval
+        step before the first one after planning."""
         for i, stage in enumerate(STAGES):
-            if i == 1 and not self._after_plan():
+            if i < first:
+                continue
+            if i == max(first, 1) and not self._after_plan():
                 return
             if self._stop_requested():
                 return

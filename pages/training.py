@@ -15,8 +15,8 @@ import streamlit as st
 from core.jobs import launcher
 from core.store.curves import MAX_POINTS, JobCurves, chart_groups, training_progress
 from core.jobs.lifecycle import (RESUMABLE_STATUSES, JobError, is_finished, job_logs,
-                                 prepare_resume, request_stop, resume_problem, role_timeline,
-                                 tail_file)
+                                 prepare_resume, request_stop, resume_mode, resume_problem,
+                                 role_timeline, tail_file)
 from core.viewing.system_stats import fmt_bytes, process_tree, system_stats
 from crew.stages import STAGES
 from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, fmt_when, read_json
@@ -24,6 +24,11 @@ from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, fmt_whe
 REFRESH_S = 2
 LOG_LINES = 60
 LOG_BYTES = 64 * 1024
+RESUMING = {"checkpoint": "Resuming: the Model Trainer continues from the newest checkpoint, then "
+                          "the model is tested again.",
+            "stage": "Resuming: the job goes on from the stage that did not finish; the stages "
+                     "that finished are checked again and kept.",
+            "": "Resuming."}
 LABELS = {"loss": "Training loss", "train_loss": "Training loss (mean)",
           "eval_loss": "Validation loss", "val_loss": "Validation loss",
           "learning_rate": "Learning rate", "lr": "Learning rate",
@@ -86,7 +91,9 @@ job_id = st.selectbox("Job", list(by_id), key="training_job", format_func=job_ch
 
 # ------------------------------------------------------------------------------ actions
 def resume(selected: str) -> None:
-    """Resume button: queue the job to train again from its newest checkpoint, start it."""
+    """Resume button: queue the job to go on (training from its newest checkpoint, else from
+    the stage that did not finish), start it."""
+    mode = resume_mode(store.job(selected))[0]
     try:
         prepare_resume(store, selected)
     except JobError as exc:
@@ -99,9 +106,7 @@ def resume(selected: str) -> None:
                          error=f"could not start the worker: {exc}")
         st.session_state["training_notice"] = ("error", f"Could not start the worker: {exc}")
         return
-    st.session_state["training_notice"] = (
-        "success", "Resuming: the Model Trainer continues from the newest checkpoint, then the "
-                   "model is tested again.")
+    st.session_state["training_notice"] = ("success", RESUMING[mode])
 
 
 def actions(job: dict) -> None:
@@ -124,8 +129,10 @@ def actions(job: dict) -> None:
     else:
         st.button("Resume", icon=":material/play_circle:", key=f"resume-{job['id']}",
                   on_click=resume, args=(job["id"],),
-                  help="Train again from the newest checkpoint (the plan, index and dataloader "
-                       "are reused), then test the model again.")
+                  help="Training continues from the newest checkpoint (the plan, index and "
+                       "dataloader are reused), then the model is tested again. A job stopped "
+                       "before training saved a checkpoint continues from the stage that did "
+                       "not finish; finished stages are checked again and kept.")
 
 
 # ------------------------------------------------------------------------------ parts

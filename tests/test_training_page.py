@@ -325,7 +325,6 @@ def test_prepare_resume_queues_the_job_and_sets_resume(settings, store):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"status": "succeeded"}, "only a stopped or failed job"),
-    ({"checkpoint": False}, "no checkpoint was saved"),
     ({"complete": False}, "checkpoint-24 is incomplete"),
     ({"engine": "nnunet"}, "nnU-Net engine cannot resume"),
 ])
@@ -338,6 +337,23 @@ def test_prepare_resume_refuses_and_changes_nothing(settings, store, kwargs, mes
     assert config_path.read_bytes() == before_config and store.job(job_id) == before_job
     with pytest.raises(JobError, match="no such job"):
         prepare_resume(store, "missing")
+
+
+def test_without_a_checkpoint_a_job_goes_on_from_its_unfinished_stage(settings, store):
+    """Stopped or killed before training saved a checkpoint: resumable from the stage that
+    did not finish; train_config.json keeps ``resume: false`` (training starts over)."""
+    from core.jobs.lifecycle import NO_CHECKPOINT, NO_TRAINING_YET, resume_mode
+    job_id = make_resumable(settings, store, status="interrupted", checkpoint=False)
+    assert resume_mode(store.job(job_id)) == ("stage", NO_CHECKPOINT)
+    job = prepare_resume(store, job_id)
+    assert job["status"] == "queued" and job["stage"] == "" and job["error"] == ""
+    config = json.loads((settings.jobs_dir / job_id / "train_config.json").read_text())
+    assert config["resume"] is False
+    assert "from the stage that did not finish" in store.rows(
+        "select detail from audit where action = 'resume_job'")[-1]["detail"]
+    planned = create_job(settings, store, REQUEST, llm="autopilot")
+    store.update_job(planned, status="failed")
+    assert resume_mode(store.job(planned)) == ("stage", NO_TRAINING_YET)
 
 
 def test_resume_runner_checks_earlier_gates_first(settings, store):
@@ -466,11 +482,17 @@ def test_page_resume_button_queues_and_launches(home, monkeypatch):
                         lambda settings, store, job_id, resume=False: calls.append((job_id, resume)))
     settings, store = context()
     job_id = make_resumable(settings, store)
-    blocked = make_resumable(settings, store, checkpoint=False)
+    blocked = make_resumable(settings, store, engine="nnunet")
+    early = make_resumable(settings, store, checkpoint=False)
     at = run_app("pages/training.py")
     at.selectbox[0].select(blocked).run()
-    assert "Cannot resume: no checkpoint was saved" in texts(at)
+    assert "Cannot resume: the nnU-Net engine cannot resume" in texts(at)
     assert not [b for b in at.button if b.label == "Resume"]
+    at.selectbox[0].select(early).run()
+    at.button(key=f"resume-{early}").click().run()
+    assert "goes on from the stage that did not finish" in texts(at)
+    assert calls == [(early, True)]
+    calls.clear()
     at.selectbox[0].select(job_id).run()
     at.button(key=f"resume-{job_id}").click().run()
     assert not at.exception

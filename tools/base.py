@@ -13,6 +13,7 @@ from typing import Any
 from crewai.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from core.config.faults import pause_point
 from core.config.secrets import scrub, scrub_value, secret_values
 from tools.context import JobContext, ToolError
 
@@ -41,6 +42,7 @@ class M3Tool(BaseTool):
         return short(result)
 
     def _run(self, **kwargs: Any) -> str:
+        pause_point(self.name)  # the fault suite's kill point (core/config/faults.py)
         started = time.time()
         refusal = self.ctx.over_budget(self.role)
         self.ctx.count_action(self.role)

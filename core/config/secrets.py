@@ -60,6 +60,7 @@ WORKER_NAMES = frozenset({
     "M3B_LLM", "M3B_LLM_BASE_URL", KEY_ENV_SETTING, "M3B_MAX_ACTIONS", "M3B_ROLE_TIME_LIMIT_S",
     "M3B_LLM_RETRIES", "M3B_LLM_BACKOFF_S", "M3B_LLM_TIMEOUT_S", "M3B_ALLOW_UNCONFINED_SCRIPTS",
     "M3B_STORE_BUSY_TIMEOUT_S", "M3B_SANDBOX_UID", "M3B_SANDBOX_GID",
+    "M3B_FAULT_PAUSE_BEFORE",  # the fault suite's kill point (core.config.faults)
     "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
     "no_proxy", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE"})

@@ -155,11 +155,17 @@ def role_timeline(events: list[dict], roles: list[str], job: dict | None = None,
     return rows
 
 
+NO_TRAINING_YET = "training never started (there is no train_config.json)"
+NO_CHECKPOINT = "no checkpoint was saved (training stopped before its first epoch ended)"
+
+
 def checkpoint_problem(workspace: str | Path) -> str:
-    """Why a job's training cannot resume from its workspace ('' when it can)."""
+    """Why a job's training cannot continue from a checkpoint in its workspace ('' when it
+    can): ``NO_TRAINING_YET`` or ``NO_CHECKPOINT`` when there is none to continue from (the
+    job then continues from the stage that did not finish), else what blocks resuming."""
     ws = JobWorkspace(Path(workspace))
     if not ws.train_config.is_file():
-        return "training never started (there is no train_config.json)"
+        return NO_TRAINING_YET
     try:
         config = json.loads(ws.train_config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -172,42 +178,61 @@ def checkpoint_problem(workspace: str | Path) -> str:
                     and p.name.removeprefix("checkpoint-").isdigit()),
                    key=lambda p: int(p.name.removeprefix("checkpoint-")))
     if not found:
-        return "no checkpoint was saved (training stopped before its first epoch ended)"
+        return NO_CHECKPOINT
     if not (found[-1] / "trainer_state.json").is_file():
         return (f"the newest checkpoint {found[-1].name} is incomplete (no trainer_state.json); "
                 "delete that folder to resume from the one before it")
     return ""
 
 
+def resume_mode(job: dict | None) -> tuple[str, str]:
+    """How a job resumes: ``("checkpoint", "")`` when its training continues from the newest
+    checkpoint (the earlier stages' outputs must pass their gates again);
+    ``("stage", why)`` when there is no checkpoint (the job was stopped, killed or failed
+    before training saved one) and it continues from the first stage that did not finish,
+    the finished ones checked again and kept; ``("", problem)`` when it cannot resume."""
+    if not job:
+        return "", "there is no such job"
+    if job.get("status") not in RESUMABLE_STATUSES:
+        return "", (f"only a stopped or failed job, or an interrupted one (its process was "
+                    f"killed), can be resumed; this one is {job.get('status') or 'unknown'}")
+    problem = checkpoint_problem(job.get("workspace") or "")
+    if problem in (NO_TRAINING_YET, NO_CHECKPOINT):
+        return "stage", problem
+    return ("", problem) if problem else ("checkpoint", "")
+
+
 def resume_problem(job: dict | None) -> str:
     """Why a job cannot be resumed ('' when it can): it must have stopped, failed or been
-    interrupted, and its workspace must hold a complete checkpoint of a template that
-    resumes."""
-    if not job:
-        return "there is no such job"
-    if job.get("status") not in RESUMABLE_STATUSES:
-        return (f"only a stopped or failed job, or an interrupted one (its process was "
-                f"killed), can be resumed; this one is {job.get('status') or 'unknown'}")
-    return checkpoint_problem(job.get("workspace") or "")
+    interrupted, and a training it started must be one that resumes from a complete
+    checkpoint (or have saved none yet)."""
+    mode, why = resume_mode(job)
+    return "" if mode else why
 
 
 def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
-    """Make a stopped, failed or interrupted job ready to train again from its newest checkpoint: set
-    ``"resume": true`` in its train_config.json, clear the stop flag and the error, and queue
-    it. The caller then starts the worker with
-    ``core.jobs.launcher.launch_worker(..., resume=True)``, which runs only the Model Trainer's
-    training and evaluation. Raises JobError, changing nothing, when the job cannot resume."""
+    """Make a stopped, failed or interrupted job ready to go on, and queue it; the caller then
+    starts the worker with ``core.jobs.launcher.launch_worker(..., resume=True)``
+    (crew/resume.py). With a checkpoint, ``"resume": true`` is set in train_config.json and
+    only the Model Trainer's training (from that checkpoint) and evaluation run again; without
+    one the job continues from the first stage that did not finish. The stop flag and the
+    error are cleared. Raises JobError, changing nothing, when the job cannot resume."""
 
     job = store.job(job_id)
-    problem = resume_problem(job)
-    if problem:
-        raise JobError(f"job {job_id} cannot resume: {problem}")
-    ws = JobWorkspace(Path(job["workspace"]))
-    config = json.loads(ws.train_config.read_text(encoding="utf-8"))
-    write_json_atomic(ws.train_config, {**config, "resume": True})
-    store.update_job(job_id, status="queued", stage="Model Trainer", stop_requested=0, error="",
-                     finished_at=None, pid=None, pid_start="")  # the old process is gone
-    store.audit(actor, "resume_job", job_id, f"from {job['status']}")
+    mode, why = resume_mode(job)
+    if not mode:
+        raise JobError(f"job {job_id} cannot resume: {why}")
+    if mode == "checkpoint":
+        ws = JobWorkspace(Path(job["workspace"]))
+        config = json.loads(ws.train_config.read_text(encoding="utf-8"))
+        write_json_atomic(ws.train_config, {**config, "resume": True})
+    store.update_job(job_id, status="queued",
+                     stage="Model Trainer" if mode == "checkpoint" else "",
+                     stop_requested=0, error="", finished_at=None, pid=None,
+                     pid_start="")  # the old process is gone
+    store.audit(actor, "resume_job", job_id,
+                f"from {job['status']}, " + ("from the newest checkpoint" if mode == "checkpoint"
+                                             else "from the stage that did not finish"))
     return store.job(job_id)
 
 
