@@ -29,8 +29,8 @@ SUITES = {
                 "tests/test_store_confinement.py", "tests/test_secrets_env.py",
                 "tests/test_dataset_root_fixed.py", "tests/test_pretrained_weights_path.py",
                 "tests/test_bounded_reads.py", "tests/test_hostile_llm.py"],
-    "faults": ["tests/test_kill_build.py", "tests/test_kill_stages.py", "tests/test_store_faults.py",
-               "tests/test_cli_json.py", "tests/test_fault_disk_full.py",
+    "faults": ["tests/test_kill_build.py", "tests/test_kill_stages.py",
+               "tests/test_store_faults.py", "tests/test_cli_json.py", "tests/test_fault_disk_full.py",
                "tests/test_fault_app_sigterm.py", "tests/test_symlink_loops.py"],
 }
 
