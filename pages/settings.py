@@ -31,6 +31,18 @@ def code(text) -> str:
     return "`" + str(text).replace("`", "'") + "`"
 
 
+def sentence_case(label: str) -> str:
+    """A label's first letter in capitals, the rest as written (units stay "MB", not "mb")."""
+    return label[:1].upper() + label[1:]
+
+
+def in_effect(value: str, when_empty: str) -> str:
+    """What a text field's setting is now: its value, or what applies while it is empty."""
+    if value:
+        return f"In effect: {code(value)}."
+    return f"In effect: {when_empty} (an empty field means this)."
+
+
 def _secret_names() -> set[str]:
     """Top-level names in .streamlit/secrets.toml (values are never read here)."""
     try:
@@ -78,26 +90,35 @@ for var, what in ENV_OVERRIDES:
                    icon=":material/warning:")
 
 saved_llm = saved.get("llm", AUTOPILOT)
+saved_model = "" if saved_llm == AUTOPILOT else saved_llm
 with st.form("llm_settings"):
     mode = st.radio("Agents", MODES, index=int(saved_llm != AUTOPILOT), key="set_mode",
                     help="Autopilot runs the four roles deterministically and is what an LLM "
                          "must beat. LLM agents run the same tools through CrewAI.")
-    model = st.text_input("Model", value="" if saved_llm == AUTOPILOT else saved_llm,
-                          key="set_model", placeholder="openai/gpt-4o",
-                          help="A litellm / CrewAI model string: openai/gpt-4o, "
-                               "anthropic/claude-3-5-sonnet-20241022, ollama/llama3.1, or "
+    # no placeholders: a grey example in an empty field reads like a value that is set
+    model = st.text_input("Model", value=saved_model, key="set_model",
+                          help="A litellm / CrewAI model string: provider/model, or "
                                "openai/<name> with a base URL for vLLM / LM Studio / a "
                                "hospital gateway.")
-    base_url = st.text_input("Base URL (optional)", value=saved.get("llm_base_url", ""),
-                             key="set_base_url", placeholder="http://127.0.0.1:8000/v1",
+    st.caption(in_effect("" if settings.llm == AUTOPILOT else settings.llm,
+                         "Autopilot, no language model")
+               + " Examples: `openai/gpt-4o`, `anthropic/claude-3-5-sonnet-20241022`, "
+                 "`ollama/llama3.1`.")
+    saved_base = saved.get("llm_base_url", "")
+    base_url = st.text_input("Base URL (optional)", value=saved_base, key="set_base_url",
                              help="An OpenAI-compatible server. No credentials in the URL.")
+    st.caption(in_effect(settings.llm_base_url, "the provider's own address")
+               + " Example: `http://127.0.0.1:8000/v1` for a server on this machine.")
+    saved_key_env = saved.get("llm_key_env", "")
+    usual = default_key_env(settings.llm)
     key_env = st.text_input("Environment variable holding the API key (optional)",
-                            value=saved.get("llm_key_env", ""), key="set_key_env",
-                            placeholder=default_key_env(settings.llm) or "OPENAI_API_KEY",
-                            help="Only the variable's name is stored. Leave empty for the "
-                                 "provider's usual variable (OPENAI_API_KEY, "
-                                 "ANTHROPIC_API_KEY, ...). A top-level entry of "
+                            value=saved_key_env, key="set_key_env",
+                            help="Only the variable's name is stored. A top-level entry of "
                                  ".streamlit/secrets.toml counts as a variable.")
+    st.caption(in_effect(settings.llm_key_env,
+                         f"{code(usual)}, the provider's usual variable" if usual
+                         else "no key (Autopilot or a local model needs none)")
+               + " Examples: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`.")
     save_llm = st.form_submit_button("Save language model", type="primary",
                                      icon=":material/save:")
 if save_llm:
@@ -147,7 +168,7 @@ with st.form("upload_settings"):
     for col, key in zip(cols, UPLOAD_DEFAULTS):
         low, high = UPLOAD_BOUNDS[key]
         with col:
-            chosen[key] = st.number_input(UPLOAD_LABELS[key].capitalize(), min_value=low,
+            chosen[key] = st.number_input(sentence_case(UPLOAD_LABELS[key]), min_value=low,
                                           max_value=high, step=1, key=f"set_{key}",
                                           value=int(getattr(settings, key)))
     save_uploads = st.form_submit_button("Save upload limits", icon=":material/save:")

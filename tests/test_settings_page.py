@@ -237,3 +237,28 @@ def test_upload_limits_are_saved_and_bad_ones_refused(settings):
     s = get_settings()
     assert (s.upload_max_mb, s.upload_max_unpacked_mb, s.upload_max_ratio) == (100, 400, 1000)
     assert "Upload limits saved." in everything(at)
+
+
+def test_unit_labels_keep_their_case_and_no_placeholder_looks_like_a_value(settings):
+    """Labels say "(MB)", not "(mb)"; the LLM fields have no grey example text that reads like
+    a setting: they are empty, and a caption says what is in effect while they are."""
+    at = run_settings()
+    labels = [n.label for n in at.number_input]
+    assert "Largest zip (MB)" in labels and "Largest unpacked size (MB)" in labels
+    assert not [label for label in labels if re.search(r"\((?:mb|gb|kb|ms|mm)\)", label)]
+    for key in ("set_model", "set_base_url", "set_key_env"):
+        field = at.text_input(key=key)
+        assert field.value == "" and field.proto.placeholder == "", key
+    captions = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
+    assert any(c.startswith("In effect: Autopilot, no language model (an empty field means")
+               and "`openai/gpt-4o`" in c for c in captions), captions
+    assert any(c.startswith("In effect: the provider's own address") for c in captions)
+    assert any(c.startswith("In effect: no key") for c in captions)
+
+    save_settings(settings.home, {"llm": "openai/gpt-4o"})
+    at = run_settings()
+    assert at.text_input(key="set_model").value == "openai/gpt-4o"
+    captions = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
+    assert any(c.startswith("In effect: `openai/gpt-4o`.") for c in captions), captions
+    assert any(c.startswith("In effect: `OPENAI_API_KEY`, the provider's usual variable")
+               for c in captions), captions
