@@ -8,6 +8,8 @@ from core.config.bootstrap import apply
 
 apply()  # first: the process set-up before anything else loads
 
+from pathlib import Path
+
 import streamlit as st
 
 from core import RESEARCH_ONLY
@@ -16,7 +18,9 @@ from core.jobs.lifecycle import reap_orphans
 from core.store.errors import StoreError
 from core.store.home import open_home
 
-st.set_page_config(page_title="M3Builder", page_icon=":material/biotech:", layout="wide")
+# a local file: a ":material/...:" page icon makes the browser fetch the favicon from a font host
+ICON = Path(__file__).resolve().parent / "assets" / "favicon.png"
+st.set_page_config(page_title="M3Builder", page_icon=ICON, layout="wide")
 
 try:  # an unusable home or a damaged store: say what is wrong and what to do, no traceback
     settings, store = open_home()
