@@ -9,7 +9,8 @@ from core.jobs import launcher
 from core import RESEARCH_ONLY
 from core.datasets.catalog import find_entry, load_catalog
 from core.jobs.workspace import JobWorkspace
-from core.jobs.lifecycle import JobError, create_job, is_finished, set_approval
+from core.jobs.lifecycle import (JobError, create_job, is_finished, role_timeline,
+                                 set_approval)
 from core.planning.plan_edits import (LIMITS, PlanEditError, current_values, dataset_choices,
                                       edit_plan, engine_choices, network_choices, planned_epochs,
                                       user_edits)
@@ -64,48 +65,63 @@ def save_edits(job_id: str, fields: list[str]) -> None:
     st.session_state[f"plan-saved-{job_id}"] = result.summary()
 
 
-def stage_state(events: list[dict], job: dict) -> tuple[str, str]:
-    """(st.status state, label suffix) for one role from its stage events."""
-    end = next((e for e in reversed(events) if e["kind"] == "stage" and e["tool"] == "end"), None)
-    if end is not None:
-        if end["ok"]:
-            return "complete", f"done in {fmt_duration(end['seconds'])}"
-        return "error", "failed"
-    if is_finished(job):
-        return "error", "stopped" if job["status"] in ("stopped", "cancelled") else "interrupted"
-    return "running", "working…"
+# a role's mark: running spins, succeeded ✓, failed ✗ (st.status's error), and a neutral mark
+# for a role the job ended before it finished (stopped, interrupted) or that never ran
+NEUTRAL_ICON = {"stopped": ":material/stop_circle:", "interrupted": ":material/pause_circle:",
+                "waiting": ":material/radio_button_unchecked:"}
+
+
+def role_box(role: str, row: dict, job: dict):
+    """The container one role's steps are written into, labelled and marked by its status
+    (core.jobs.lifecycle.role_timeline). Never used as ``with``: st.status marks itself
+    complete when its block ends, which put a ✓ next to a role still working."""
+    status = row["status"]
+    if status == "running":
+        return st.status(f"**{role}** — working…", state="running", expanded=True)
+    if status == "succeeded":
+        return st.status(f"**{role}** — done in {fmt_duration(row['seconds'])}",
+                         state="complete")
+    if status == "failed":
+        return st.status(f"**{role}** — failed", state="error", expanded=True)
+    if status == "interrupted":
+        status = "stopped" if job["status"] in ("stopped", "cancelled") else "interrupted"
+    return st.expander(f"**{role}** — {status}", icon=NEUTRAL_ICON.get(status),
+                       expanded=status == "interrupted")
+
+
+def role_steps(box, mine: list[dict]) -> None:
+    """One role's tool calls, checks, fallbacks and LLM use, written into its box."""
+    for e in mine:
+        if e["kind"] in ("tool", "gate"):
+            mark = "✓" if e["ok"] else "✗"
+            what = f"check `{e['tool']}`" if e["kind"] == "gate" else f"`{e['tool']}`"
+            box.markdown(f"{mark} {what} — {md_escape(e['result'])} "
+                         f"<small>· {e['seconds']:.1f} s</small>", unsafe_allow_html=True)
+        elif e["kind"] == "stage" and e["tool"] == "end" and not e["ok"]:
+            box.error(e["result"])
+        elif e["kind"] in ("fallback", "cap"):
+            what = "Autopilot took over" if e["kind"] == "fallback" else "Cap reached"
+            box.warning(f"{what}: {md_escape(e['result'])}", icon="↪")
+        elif e["kind"] == "llm" and e["tool"] == "retry":
+            box.caption(f"LLM {md_escape(e['result'])}")
+    llm_calls = [e for e in mine if e["kind"] == "llm" and e["tool"] != "retry"]
+    if llm_calls:
+        cost = sum(e.get("cost") or 0.0 for e in llm_calls)
+        box.caption(f"{len(llm_calls)} LLM calls · "
+                    f"{sum(e['tokens'] for e in llm_calls):,} tokens"
+                    + (f" · ${cost:.4f}" if cost else ""))
 
 
 def render_steps(job: dict) -> None:
     events = store.events(job["id"])
+    rows = role_timeline(events, [s.role for s in STAGES], job)
     pending = []
-    for stage in STAGES:
+    for stage, row in zip(STAGES, rows):
         mine = [e for e in events if e["role"] == stage.role]
         if not mine:
             pending.append(stage.role)
             continue
-        state, label = stage_state(mine, job)
-        with st.status(f"**{stage.role}** — {label}", state=state,
-                       expanded=state in ("running", "error")):
-            for e in mine:
-                if e["kind"] in ("tool", "gate"):
-                    mark = "✓" if e["ok"] else "✗"
-                    what = f"check `{e['tool']}`" if e["kind"] == "gate" else f"`{e['tool']}`"
-                    st.markdown(f"{mark} {what} — {md_escape(e['result'])} "
-                                f"<small>· {e['seconds']:.1f} s</small>", unsafe_allow_html=True)
-                elif e["kind"] == "stage" and e["tool"] == "end" and not e["ok"]:
-                    st.error(e["result"])
-                elif e["kind"] in ("fallback", "cap"):
-                    what = "Autopilot took over" if e["kind"] == "fallback" else "Cap reached"
-                    st.warning(f"{what}: {md_escape(e['result'])}", icon="↪")
-                elif e["kind"] == "llm" and e["tool"] == "retry":
-                    st.caption(f"LLM {md_escape(e['result'])}")
-            llm_calls = [e for e in mine if e["kind"] == "llm" and e["tool"] != "retry"]
-            if llm_calls:
-                cost = sum(e.get("cost") or 0.0 for e in llm_calls)
-                st.caption(f"{len(llm_calls)} LLM calls · "
-                           f"{sum(e['tokens'] for e in llm_calls):,} tokens"
-                           + (f" · ${cost:.4f}" if cost else ""))
+        role_steps(role_box(stage.role, row, job), mine)
     if pending and not is_finished(job):
         st.caption("Next: " + " → ".join(pending))
 

@@ -332,3 +332,58 @@ def test_history_survives_a_reload_and_a_restart(home, launched):
     assert [m.value for m in at.metric] == ["0.950", "0.900", "0.890"]
     assert "no available pancreas CT data" in captions
     assert any("No registered dataset fits" in w.value for w in at.warning)
+
+
+# ------------------------------------------------------------------------------ role steps
+def role_marks(at) -> dict[str, tuple[str, str]]:
+    """Each role's box on the page: (state or 'neutral', icon), by role name."""
+    marks = {}
+    for box in [*at.status, *at.expander]:
+        role = box.label.split("**")[1] if box.label.startswith("**") else ""
+        if role:
+            marks[role] = (box.state if box.type == "status" else "neutral", box.icon)
+    return marks
+
+
+def test_role_steps_mark_running_done_failed_and_stopped(home):
+    """The role still working shows a spinner, never the ✓ of a finished one; a failed role
+    its error mark; a role the job stopped in a neutral mark."""
+    settings, store = context()
+    job_id = create_job(settings, store, REQUEST, llm="autopilot")
+    store.add_event(job_id, "Task Manager", "stage", tool="start")
+    store.add_event(job_id, "Task Manager", "tool", tool="list_datacards", result="3 cards")
+    store.add_event(job_id, "Task Manager", "stage", tool="end", seconds=2.0)
+    store.add_event(job_id, "Data Engineer", "stage", tool="start")
+    store.add_event(job_id, "Data Engineer", "tool", tool="build_index", result="120 images")
+    store.update_job(job_id, status="running", stage="Data Engineer", started_at=time.time())
+    at = run_app("pages/chat.py")
+    marks = role_marks(at)
+    assert marks["Task Manager"] == ("complete", ":material/check:")
+    assert marks["Data Engineer"] == ("running", "spinner")  # not ✓ beside "working…"
+    working = next(s for s in at.status if "Data Engineer" in s.label)
+    assert "working…" in working.label
+    assert "Module Architect" not in marks
+    assert "Next: Module Architect → Model Trainer" in texts(at)
+
+    # the Data Engineer fails a first time, is resumed and works again: running, not failed
+    store.add_event(job_id, "Data Engineer", "stage", tool="end", ok=False, result="bad index")
+    store.add_event(job_id, "Data Engineer", "stage", tool="start")
+    assert role_marks(run_app("pages/chat.py"))["Data Engineer"] == ("running", "spinner")
+
+    # the user stops the job while the Data Engineer works: a neutral mark, neither ✓ nor ✗
+    store.update_job(job_id, status="stopped", finished_at=time.time())
+    at = run_app("pages/chat.py")
+    marks = role_marks(at)
+    assert marks["Data Engineer"] == ("neutral", ":material/stop_circle:")
+    assert marks["Task Manager"] == ("complete", ":material/check:")
+    assert "Next:" not in texts(at)
+
+    failed = create_job(settings, store, REQUEST, llm="autopilot")
+    store.add_event(failed, "Task Manager", "stage", tool="start")
+    store.add_event(failed, "Task Manager", "stage", tool="end", ok=False,
+                    result="no dataset could be read")
+    store.update_job(failed, status="failed", finished_at=time.time(), error="planning failed")
+    at = run_app("pages/chat.py")
+    boxes = [s for s in at.status if "Task Manager" in s.label and "failed" in s.label]
+    assert boxes and boxes[0].state == "error" and boxes[0].icon == ":material/error:"
+    assert "no dataset could be read" in texts(at)
