@@ -140,14 +140,19 @@ class EvaluateModel(M3Tool):
         gate = report_gate(self.ctx)
         if not gate.ok:
             raise ToolError(gate.message())
-        self.ctx.store.add_model(write_model_files(ws, self.ctx.job_id, report))
-        return {"metrics": report["metrics"], "ci95": report["ci95"],
+        store, plan = self.ctx.store, ws.read_plan()
+        name = store.next_model_name(self.ctx.job_id, plan["dataset"], plan["task"])
+        recorded = store.add_model(write_model_files(ws, self.ctx.job_id, report, name))
+        if recorded["name"] != name:  # another job of this dataset and task took the version
+            write_model_files(ws, self.ctx.job_id, report, recorded["name"])
+        return {"model": recorded["name"], "metrics": report["metrics"], "ci95": report["ci95"],
                 "num_test": report["num_test"], "report": str(ws.report),
                 "model_card": str(ws.model_card)}
 
     def summarise(self, result: dict) -> str:
-        return ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()
-                         if isinstance(v, (int, float)))
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in result["metrics"].items()
+                           if isinstance(v, (int, float)))
+        return f"{result['model']}: {scores}" if result.get("model") else scores
 
 
 class TrainingStatus(M3Tool):

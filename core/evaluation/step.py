@@ -64,16 +64,18 @@ def evaluate_job(ws: JobWorkspace, job_id: str, recorded_predictions: str | None
     return report
 
 
-def write_model_files(ws: JobWorkspace, job_id: str, report: dict) -> dict:
-    """Model card and run manifest beside a passed report; returns the model's store row."""
+def write_model_files(ws: JobWorkspace, job_id: str, report: dict,
+                      name: str | None = None) -> dict:
+    """Model card and run manifest beside a passed report; returns the model's store row.
+    ``name``: the model's versioned name (the store's ``next_model_name``), for the card; the
+    store gives the row its name when it records it."""
     plan = ws.read_plan()
     summary = report["training"]
     split = json.loads(ws.split.read_text())
     split.pop("groups", None)
-    ws.model_card.write_text(render_model_card(plan, report, summary, split))
+    ws.model_card.write_text(render_model_card(plan, report, summary, split, name))
     write_json_atomic(ws.manifest, build_manifest(ws.datapath, ws.train_config))
-    return {"id": job_id, "job_id": job_id,
-            "name": f"{plan['dataset']} {plan['task']} ({summary['network']})",
+    return {"id": job_id, "job_id": job_id, "name": name or f"{plan['dataset']} {plan['task']}",
             "task": plan["task"], "dataset": plan["dataset"], "path": str(ws.model_dir),
             "metrics": json.dumps(report["metrics"]), "card_path": str(ws.model_card),
             "created_at": time.time()}

@@ -1,8 +1,6 @@
 """Model card (markdown): data, split, metrics with CIs, intended use and limits."""
 from __future__ import annotations
 
-import json
-
 from core import RESEARCH_ONLY
 
 WHAT_IT_DOES = {
@@ -57,6 +55,61 @@ def _groups_line(split: dict) -> str:
     return f"{n_train} training and {n_test} test patients/groups; none on both sides."
 
 
+def _count(n, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _class_counts(counts: dict) -> str:
+    """``NORMAL 56, PNEUMONIA 56; test: ...`` per side; '' when a side names one class only (a
+    segmentation or report index counts "case"s, which says nothing)."""
+    sides = [(side, counts.get(side) or {}) for side in ("train", "test")]
+    if any(len(c) < 2 for _, c in sides):
+        return ""
+    return " Images per class — " + "; ".join(
+        f"{'training' if side == 'train' else 'test'}: "
+        + ", ".join(f"{name} {n}" for name, n in c.items()) for side, c in sides) + "."
+
+
+def split_sentence(split: dict, summary: dict | None = None) -> str:
+    """The split in words, from split.json (and the training summary's validation count):
+    "Split by patient (table column 'Subject'): 40 training / 10 test patients (20% for test,
+    stratified by class, seed 42). Images: 200 training, 30 of them held out for validation
+    while training; 50 test." """
+    summary = summary or {}
+    key = str(split.get("grouping_key") or "")
+    n_train, n_test = len(split.get("train_groups", [])), len(split.get("test_groups", []))
+    images = split.get("num_images") or {}
+    counts = split.get("counts") or {}
+    img_train = images.get("train", sum((counts.get("train") or {}).values()))
+    img_test = images.get("test", sum((counts.get("test") or {}).values()))
+    if split.get("method") == "kept_from_dataset":
+        how = "the dataset's own training and test folders"
+    else:
+        fraction = split.get("test_fraction")
+        how = (f"{fraction:.0%} for test, stratified by class"
+               if isinstance(fraction, (int, float)) else "stratified by class")
+    seed = split.get("seed")
+    if seed is not None and split.get("method") != "kept_from_dataset":
+        how += f", seed {seed}"
+    if not key or key.startswith("none"):
+        head = (f"Split by image (the dataset gives no patient key): {img_train} training / "
+                f"{img_test} test images ({how}).")
+    else:
+        guessed = ", guessed from file or folder names" if (split.get("patient_key") or {}) \
+            .get("guess") else ""
+        head = (f"Split by patient ({key}{guessed}): {n_train} training / "
+                f"{_count(n_test, 'test patient')} ({how}).")
+    n_val = summary.get("num_val")
+    held = (f", {n_val} of them held out for validation while training"
+            if isinstance(n_val, int) and n_val > 0 else "")
+    head += f" Images: {img_train} training{held}; {img_test} test."
+    caps = split.get("caps") or {}
+    if caps.get("images_left_out"):
+        head += (f" Sample caps from the dataset's description left out "
+                 f"{_count(caps['images_left_out'], 'image')}.")
+    return head + _class_counts(counts)
+
+
 def _decision(report: dict) -> str:
     """The operating point and calibration of a diagnosis model, for the card."""
     point, cal = report.get("operating_point"), report.get("calibration") or {}
@@ -106,13 +159,15 @@ def _selection(summary: dict) -> str:
     return f" {kept}." if kept else ""
 
 
-def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> str:
-    counts = split.get("counts", {})
+def render_model_card(plan: dict, report: dict, summary: dict, split: dict,
+                      name: str | None = None) -> str:
+    """The card's markdown; ``name``: the model's versioned name, when known."""
     template = plan.get("template", "diagnosis")
     does = WHAT_IT_DOES.get(template, "").format(
         modality=plan.get("modality") or "", anatomy=plan.get("anatomy") or "",
         classes=", ".join(plan.get("classes") or []) or "the labelled structures")
-    return f"""# Model card: {plan['dataset']} — {plan['task']}
+    title = name or f"{plan['dataset']} — {plan['task']}"
+    return f"""# Model card: {title}
 
 > **{RESEARCH_ONLY}**
 
@@ -121,8 +176,7 @@ def render_model_card(plan: dict, report: dict, summary: dict, split: dict) -> s
 
 ## Data
 - Dataset: {plan['dataset']} (`{plan['dataset_path']}`)
-- Split: {split.get('method')} by {split.get('grouping_key')}, seed {split.get('seed')};
-  train {json.dumps(counts.get('train', {}))}, test {json.dumps(counts.get('test', {}))}
+- {split_sentence(split, summary)}
 - {_groups_line(split)}
 
 ## Model

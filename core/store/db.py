@@ -24,6 +24,7 @@ import sqlite_utils
 
 from core.config.secrets import scrub_text
 from core.store import backup as backups
+from core.store import model_registry as registry
 from core.store.errors import StoreDamaged, StoreError, damaged_message, translate
 from core.store.liveness import INTERRUPTED, effective_status, process_identity
 
@@ -57,8 +58,14 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "models": {
         "columns": {"id": str, "job_id": str, "name": str, "task": str, "dataset": str,
-                    "path": str, "metrics": str, "card_path": str, "created_at": float},
+                    "path": str, "metrics": str, "card_path": str, "created_at": float,
+                    "version": int, "former_name": str, "archived_at": float},
         "pk": "id",
+    },
+    # the last version given to each dataset and task's models (core/store/model_registry.py)
+    "model_versions": {
+        "columns": {"key": str, "dataset": str, "task": str, "last_version": int},
+        "pk": "key",
     },
     "audit": {
         "columns": {"id": int, "ts": float, "actor": str, "action": str, "target": str,
@@ -115,6 +122,8 @@ class Store:
                 self.db.enable_wal()
                 self.db.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
                 self._create_tables()
+                if registry.unversioned(self.db.conn):  # a store from before versions
+                    self._transaction(registry.backfill_versions)
         except (sqlite3.Error, OSError) as exc:
             conn.close()
             raise self._problem(exc) from None
@@ -171,6 +180,33 @@ class Store:
                     time.sleep(0.2 * (attempt + 1))
                 except sqlite3.DatabaseError as exc:
                     raise self._problem(exc) from None
+
+    def _transaction(self, fn) -> Any:
+        """``fn(connection)`` inside one write transaction, taken at once (BEGIN IMMEDIATE) so
+        that what it reads cannot change before it writes; fn uses plain SQL only."""
+        if self.damaged:
+            raise StoreDamaged(self.damaged)
+        conn = self.db.conn
+        with self._lock:
+            for attempt in range(5):
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 4:
+                        raise self._problem(exc) from None
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                try:
+                    out = fn(conn)
+                    conn.execute("COMMIT")
+                    return out
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc,
+                                                                                 StoreError):
+                        raise self._problem(exc) from None
+                    raise
 
     def rows(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
         with self._lock:
@@ -255,11 +291,48 @@ class Store:
                          "order by id", [job_id])
 
     # ---------------------------------------------------------------- models and audit
-    def add_model(self, row: dict) -> None:
-        self._write(lambda: self.db["models"].upsert(row, pk="id", alter=True))
+    def metric_values(self, job_id: str, name: str) -> list[dict]:
+        """One streamed metric of a job: its rows (step, epoch, value) in order."""
+        return self.rows("select step, epoch, value from metrics where job_id = ? and name = ? "
+                         "order by id", [job_id, name])
 
-    def models(self) -> list[dict]:
-        return self.rows("select * from models order by created_at desc")
+    # ---------------------------------------------------------------- models and audit
+    def add_model(self, row: dict) -> dict:
+        """Record a model (by its id, the job's) and return its row as stored: a new one gets
+        the next version of its dataset and task and the name that says it
+        (core/store/model_registry.py); recording it again keeps its version and name."""
+        have = self.db["models"].columns_dict
+        for column, value in row.items():  # a field this store has no column for yet
+            if column not in have:
+                self._write(lambda c=column, v=value: self.db["models"].add_column(
+                    c, type(v) if isinstance(v, (int, float)) else str))
+        return self._transaction(lambda conn: registry.record_model(conn, row))
+
+    def next_model_name(self, model_id: str, dataset: str, task: str) -> str:
+        """The name add_model would give this model now (for files written before it)."""
+        with self._lock:
+            return registry.peek_version(self.db.conn, model_id, dataset, task)
+
+    def models(self, archived: bool = True) -> list[dict]:
+        """Every model, newest first; without the archived ones unless ``archived``."""
+        where = "" if archived else "where archived_at is null "
+        return self.rows(f"select * from models {where}order by created_at desc")
+
+    def model(self, model_id: str) -> dict | None:
+        found = self.rows("select * from models where id = ?", [model_id])
+        return found[0] if found else None
+
+    def set_model_archived(self, model_id: str, archived: bool, actor: str = "user") -> bool:
+        """Archive (hidden from the default list) or restore a model, audited."""
+        return self._transaction(
+            lambda conn: registry.set_archived(conn, model_id, archived, actor))
+
+    def delete_model(self, model_id: str, actor: str = "user",
+                     detail: dict | None = None) -> dict | None:
+        """Remove a model's row, audited with ``detail`` (e.g. the files removed); its version
+        is never given again. Returns the removed row (None: there was none)."""
+        return self._transaction(
+            lambda conn: registry.delete(conn, model_id, actor, detail or {}))
 
     def audit(self, actor: str, action: str, target: str, detail: str = "") -> None:
         row = {"ts": time.time(), "actor": actor, "action": action, "target": target,

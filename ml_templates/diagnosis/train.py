@@ -194,7 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     calibration = calibrate(model, val_probs, val_items, label_dict, multi)
     trainer.save_model(str(model_dir))  # the kept weights with their temperature
     exports = (export_model(predictor, test_ds[0]["pixel_values"][None], out / "export",
-                            output_name="probabilities") if cfg.get("export", True) else {})
+                            output_name="probabilities", metadata={
+                                "task": "diagnosis", "multi_label": multi,
+                                "class_names": sorted(label_dict, key=label_dict.get),
+                                "input_size": list(cfg["image_size"]),
+                                "in_channels": int(cfg.get("in_channels", 1)),
+                                "intensity": getattr(dl, "INTENSITY", None),
+                                "probabilities": "calibrated (temperature scaling fitted "
+                                                 "on validation, inside the model)"})
+               if cfg.get("export", True) else {})
     summary = {
         "model_path": str(model_dir / "model.safetensors"), "network": cfg["network"],
         "num_parameters": sum(p.numel() for p in model.parameters()),

@@ -165,8 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     (out / "predictions.json").write_text(json.dumps(rows, indent=1))
     # a real patch as the example: a constant input is ill-conditioned under instance norm
     example = torch.as_tensor(train_ds[0]["pixel_values"])[None]
+    labels = list(index[0].get("labels", [])) if index else []
     exports = (export_model(Probabilities(model), example, out / "export",
-                            output_name="probabilities") if cfg.get("export", True) else {})
+                            output_name="probabilities", metadata={
+                                "task": "segmentation", "class_names": ["background", *labels],
+                                "input_size": roi, "spatial_dims": int(dl.SPATIAL_DIMS),
+                                "spacing_mm": list(dl.PIXDIM) if dl.PIXDIM else None,
+                                "in_channels": int(dl.IN_CHANNELS),
+                                "intensity": getattr(dl, "INTENSITY", None),
+                                "inference": "sliding window of input_size over the whole "
+                                             "image" + (", resampled to spacing_mm"
+                                                        if dl.PIXDIM else "")})
+               if cfg.get("export", True) else {})
     summary = {
         "model_path": str(model_dir / "model.safetensors"), "network": network,
         "num_parameters": sum(p.numel() for p in model.parameters()),
@@ -181,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         "num_val": len(val_items), "num_test": len(test_ds), "roi_size": roi,
         "spatial_dims": int(dl.SPATIAL_DIMS), "pixdim": dl.PIXDIM,
         "in_channels": int(dl.IN_CHANNELS), "num_classes": num_classes,
-        "labels": list(index[0].get("labels", [])) if index else [], "exports": exports,
+        "labels": labels, "exports": exports,
         "validation_on_training_cases": not val_items,
     }
     (out / "train_summary.json").write_text(json.dumps(summary, indent=2))
