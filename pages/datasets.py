@@ -12,12 +12,13 @@ import streamlit as st
 from core.config.settings import BUILTIN_DATACARDS
 from core.datasets.catalog import load_catalog
 from core.datasets.drafting import is_own
-from pages.datasets_add import add_dataset, review_draft
+from pages.datasets_add import add_dataset, after_save, review_draft
 from pages.datasets_cards import registered_cards, stray_uploads
 from pages.datasets_common import SOURCE_TEXT, code
 from pages.ui_common import context, md_escape
 
 settings, store = context()
+after_save()  # before any widget: empty step 1 and pick the dataset just saved
 
 entries = load_catalog(settings)
 

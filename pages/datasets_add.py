@@ -27,6 +27,27 @@ from pages.ui_common import md_escape
 
 REVIEW_KEYS = ("rev_name", "rev_tasks", "rev_modality", "rev_anatomy", "rev_description",
                "rev_license", "rev_provenance", "rev_pickle")
+# step 1's fields as a fresh page shows them; the zip uploader is renewed by its key instead
+STEP1_EMPTY = {"scan_path": "", "scan_name": "", "scan_description": "", "scan_pickle": False,
+               "upload_name": "", "upload_description": "", "upload_pickle": False}
+
+
+def after_save() -> None:
+    """The run after a new dataset was saved (``ds_saved`` holds its name): empty step 1's
+    forms and pick the new datacard in the registered cards' picker. Called before any widget
+    is drawn: a widget's state can only be set before it is."""
+    name = st.session_state.pop("ds_saved", None)
+    if not name:
+        return
+    st.session_state.update(STEP1_EMPTY)
+    st.session_state["ds_upload_round"] = st.session_state.get("ds_upload_round", 0) + 1
+    st.session_state["card_pick"] = name
+
+
+def zip_uploader_key() -> str:
+    """The zip uploader's key: a new one after each save drops the zip it held."""
+    round_ = st.session_state.get("ds_upload_round", 0)
+    return "upload_file" if not round_ else f"upload_file_{round_}"
 
 
 def start_draft(path: str, name: str, description: str, allow_pickle: bool,
@@ -77,7 +98,8 @@ def add_dataset(settings: Settings, entries: list[CatalogEntry], flash: dict | N
     st.caption("Step 1 scans the data and drafts its datacard; nothing is saved until step 2 "
                "validates it. Nothing inside a dataset folder is ever changed.")
     if flash and flash["status"] == "registered":
-        show_report(flash, "Registered")
+        show_report(flash, "Registered", "It is in the catalog and selected under Registered "
+                                         "datacards below.")
     folder_tab, upload_tab, demo_tab = st.tabs(["Folder on this server", "Upload a zip",
                                                 "Demo dataset"])
 
@@ -115,7 +137,7 @@ def add_dataset(settings: Settings, entries: list[CatalogEntry], flash: dict | N
                    f"unpacked into {code(uploads_dir(settings) / '<name>')}; links, absolute or "
                    "`..` paths and zip bombs are refused.")
         with st.form("upload_zip"):
-            upload = st.file_uploader("Dataset zip", type=["zip"], key="upload_file",
+            upload = st.file_uploader("Dataset zip", type=["zip"], key=zip_uploader_key(),
                                       max_upload_size=widget_mb)
             up_name = st.text_input("Name", key="upload_name",
                                     placeholder="proposed from the zip's file name")
@@ -292,6 +314,7 @@ def review_draft(settings: Settings, store: Store, entries: list[CatalogEntry],
             if result["status"] == "registered":
                 drop_draft(settings, remove_data=False)
                 st.session_state["ds_flash"] = result
+                st.session_state["ds_saved"] = result["name"]  # after_save, next run
                 st.rerun()
             st.session_state["ds_report"] = result
     if st.session_state.get("ds_report"):

@@ -33,6 +33,8 @@ def registered_cards(settings: Settings, store: Store, own: list[CatalogEntry],
         st.info("No registered datacards yet. The built-in examples are read-only.")
         return
     names = [e.card.name for e in own]
+    if st.session_state.get("card_pick") not in names:  # deleted, or renamed elsewhere
+        st.session_state.pop("card_pick", None)
     picked = st.selectbox("Datacard", names, key="card_pick")
     entry = next(e for e in own if e.card.name == picked)
     card = entry.card

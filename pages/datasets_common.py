@@ -24,13 +24,14 @@ def code(text) -> str:
     return "`" + str(text).replace("`", "'") + "`"
 
 
-def show_report(result: dict, saved_word: str = "Saved") -> None:
+def show_report(result: dict, saved_word: str = "Saved",
+                where: str = "It is in the catalog.") -> None:
     """Registration's validation report: verdict, errors (where + fix), warnings, counts."""
     ok = result["status"] in ("registered", "updated")
     if ok:
         st.success(f"{saved_word} **{md_escape(result['name'])}** "
                    f"({TASK_TEXT.get(result.get('task') or '', result.get('task') or '')}). "
-                   "It is in the catalog.", icon=":material/check_circle:")
+                   + where, icon=":material/check_circle:")
     else:
         st.error("Not saved — nothing was written. Fix these and try again:\n\n"
                  + "\n".join(f"- {md_escape(e)}" for e in result["errors"]),

@@ -94,9 +94,14 @@ def zip_folder(folder: Path) -> bytes:
                       for p in sorted(folder.rglob("*")) if p.is_file()])
 
 
+def zip_uploader(at: AppTest):
+    """The zip uploader (its key is renewed after each save, which drops the zip it held)."""
+    return next(u for u in at.get("file_uploader") if u.label == "Dataset zip")
+
+
 def upload(at: AppTest, filename: str | None, data: bytes, name: str = "") -> AppTest:
     if filename is not None:
-        at.file_uploader(key="upload_file").set_value((filename, data, "application/zip"))
+        zip_uploader(at).set_value((filename, data, "application/zip"))
     at.text_input(key="upload_name").input(name)
     return click(at, "Upload and scan")
 
@@ -162,6 +167,39 @@ def test_scan_drafts_without_saving_then_validate_and_save(settings, store, ches
     assert "Ward chest X-ray" in list(at.dataframe[0].value["Name"])
     assert not has_review(at), "the draft is gone once saved"
     assert tree_digest(chest) == data_before
+
+
+def test_after_saving_the_form_is_empty_and_the_new_dataset_is_picked(settings, store, chest,
+                                                                      tmp_path):
+    """The form no longer shows the saved folder and name, and the registered cards' picker
+    shows the new dataset, not the card it showed before; the success names it."""
+    demo = make_chest_xray_demo(tmp_path / "demo", patients_per_class=12, seed=5)
+    assert register_dataset(settings, store, str(demo), "A demo card", "")["status"] == \
+        "registered"
+    at = run_page()
+    assert at.selectbox(key="card_pick").value == "A demo card"
+    scan(at, str(chest), name="Ward chest X-ray")
+    click(at, "Validate and save")
+    assert "Registered Ward chest X-ray (Diagnosis). It is in the catalog and selected under " \
+           "Registered datacards below." in successes(at), errors(at)
+    assert at.text_input(key="scan_path").value == ""
+    assert at.text_input(key="scan_name").value == ""
+    assert at.text_area(key="scan_description").value == ""
+    assert at.selectbox(key="card_pick").value == "Ward chest X-ray"
+    assert any(m.value.startswith("**Ward chest X-ray**") for m in at.markdown)
+    at.run()  # the next run keeps the choice and the empty form
+    assert at.selectbox(key="card_pick").value == "Ward chest X-ray"
+    assert at.text_input(key="scan_path").value == ""
+
+    # the same through the zip upload: its name, description and zip are cleared too
+    upload(at, "ward2.zip", zip_folder(chest), name="Ward upload")
+    at.text_area(key="rev_description").input("Chest X-rays from the ward.")
+    click(at, "Validate and save")
+    assert "Registered Ward upload" in successes(at), errors(at)
+    assert at.text_input(key="upload_name").value == ""
+    assert at.text_area(key="upload_description").value == ""
+    assert zip_uploader(at).value in (None, [])
+    assert at.selectbox(key="card_pick").value == "Ward upload"
 
 
 def test_segmentation_draft_offers_only_the_tasks_its_layout_can_train(settings, tmp_path):
