@@ -1,27 +1,29 @@
 """Training: a live dashboard of the jobs. The jobs list; for the chosen job its status, each
-role's timeline, a progress bar with an ETA, live curves (loss, validation metrics, learning
-rate), the machine's load, Stop and Resume, and the tail of its logs. While the job runs the
-dashboard part refreshes itself every few seconds (a fragment), the rest of the page stays put.
+role's timeline, a progress bar with an ETA (or how training ended), live curves (loss,
+validation metrics, learning rate, gradient norm), the machine's load, Stop and Resume, and the
+tail of its logs. While the job runs the dashboard part refreshes itself every few seconds (a
+fragment), the rest of the page stays put; a finished job's page runs no timer at all.
 """
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from core.jobs import launcher
-from core.store.curves import MAX_POINTS, JobCurves, chart_groups, training_progress
+from core.store.curves import MAX_POINTS, JobCurves, training_progress
 from core.jobs.lifecycle import (RESUMABLE_STATUSES, JobError, is_finished, job_logs,
                                  prepare_resume, request_stop, resume_mode, resume_problem,
                                  role_timeline, tail_file)
+from core.viewing.refresh import LIVE_S, jobs_refresh_every, refresh_every
 from core.viewing.system_stats import fmt_bytes, process_tree, system_stats
+from core.viewing.training_charts import training_panels
+from core.viewing.training_outcome import training_outcome
 from crew.stages import STAGES
 from pages.ui_common import STATUS_TEXT, context, elapsed, fmt_duration, fmt_when, read_json
 
-REFRESH_S = 2
 LOG_LINES = 60
 LOG_BYTES = 64 * 1024
 RESUMING = {"checkpoint": "Resuming: the Model Trainer continues from the newest checkpoint, then "
@@ -29,14 +31,6 @@ RESUMING = {"checkpoint": "Resuming: the Model Trainer continues from the newest
             "stage": "Resuming: the job goes on from the stage that did not finish; the stages "
                      "that finished are checked again and kept.",
             "": "Resuming."}
-LABELS = {"loss": "Training loss", "train_loss": "Training loss (mean)",
-          "eval_loss": "Validation loss", "val_loss": "Validation loss",
-          "learning_rate": "Learning rate", "lr": "Learning rate",
-          "eval_auc": "AUC", "eval_accuracy": "Accuracy", "eval_f1_macro": "F1 (macro)",
-          "eval_dice": "Dice", "eval_map50": "mAP@0.5", "eval_image_auc": "Image AUC",
-          "eval_rouge_l": "ROUGE-L", "mean_fg_dice": "Dice (foreground mean)",
-          "ema_fg_dice": "Dice (moving average)", "grad_norm": "Gradient norm"}
-OTHER_TITLE = "Other logged values"
 ROLE_STATUS = {"waiting": "Waiting", "running": "Running", "succeeded": "Done",
                "failed": "Failed", "interrupted": "Interrupted"}
 
@@ -44,7 +38,7 @@ settings, store = context()
 
 st.title("Training")
 st.caption("Live curves from the Model Trainer: training loss should fall and validation scores "
-           f"should rise. While a job runs its dashboard refreshes every {REFRESH_S} seconds.")
+           f"should rise. While a job runs its dashboard refreshes every {LIVE_S:g} seconds.")
 
 if "training_notice" in st.session_state:  # set by the Resume button's callback
     kind, text = st.session_state.pop("training_notice")
@@ -58,19 +52,22 @@ if not jobs:
 
 
 # ------------------------------------------------------------------------------ jobs list
-def jobs_table() -> None:
+def jobs_table(timed: float | None) -> None:
+    listed = store.jobs(limit=50)
+    if timed is not None and jobs_refresh_every(listed) != timed:
+        st.rerun()  # every job finished (or one started waiting): redraw at the new pace
     rows = [{"Created": fmt_when(j["created_at"]),
              "Status": STATUS_TEXT.get(j["status"], j["status"]),
              "Stage": j["stage"] or "—", "Elapsed": fmt_duration(elapsed(j)),
              "Dataset": j.get("dataset") or "—", "Task": j.get("task") or "—",
-             "Request": j["request"], "Job": j["id"]} for j in store.jobs(limit=50)]
+             "Request": j["request"], "Job": j["id"]} for j in listed]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  height=min(38 + 35 * len(rows), 300))
 
 
-any_running = any(not is_finished(j) for j in jobs)
 with st.expander(f"Jobs ({len(jobs)})", expanded=True, icon=":material/list:"):
-    st.fragment(jobs_table, run_every=REFRESH_S * 2.5 if any_running else None)()
+    jobs_pace = jobs_refresh_every(jobs)
+    st.fragment(jobs_table, run_every=jobs_pace)(jobs_pace)
 
 
 def job_choice(i: str) -> str:
@@ -146,15 +143,10 @@ def curves_of(selected: str) -> JobCurves:
     return cached
 
 
-def progress(job: dict, curves: JobCurves) -> None:
-    ws = job["workspace"]
-    config = read_json(f"{ws}/train_config.json")
-    summary = read_json(f"{ws}/Logout/train_summary.json")
+def progress(job: dict, curves: JobCurves, config: dict) -> None:
+    summary = read_json(f"{job['workspace']}/Logout/train_summary.json")
     if is_finished(job) and summary:
-        epochs = summary.get("epochs_run")
-        epochs = f" after {epochs:.1f} epochs" if isinstance(epochs, (int, float)) else ""
-        st.progress(1.0, text=f"Training ended{epochs}: "
-                              f"{summary.get('stop_reason') or 'completed'}")
+        st.progress(1.0, text=training_outcome(summary, config))
         return
     p = training_progress(curves, config.get("epochs"), config.get("time_budget_s"))
     parts = [f"Step {p.step}" + (f" of at most {p.max_steps}" if p.max_steps else "")]
@@ -195,58 +187,27 @@ def timeline(job: dict) -> None:
     })
 
 
-def label(name: str) -> str:
-    return LABELS.get(name) or name.removeprefix("eval_").replace("_", " ")
+def show_chart(fig: go.Figure) -> None:
+    st.plotly_chart(fig, width="stretch", config={"displaylogo": False})
 
 
-def line_chart(curves: JobCurves, names: list[str], title: str, y_title: str,
-               markers: bool = False) -> go.Figure | None:
-    drawn = {}
-    for name in names:
-        x, y = curves.series[name].for_drawing(MAX_POINTS)
-        if len(x):
-            drawn[name] = (x, y)
-    if not drawn:
-        return None
-    # scores in [0, 1] share the left axis; anything else (e.g. HD95 in mm) gets the right one
-    wide = {n for n, (_, y) in drawn.items() if float(np.max(np.abs(y))) > 1.0}
-    right = wide if wide and len(wide) < len(drawn) and markers else set()
-    fig = go.Figure()
-    for name, (x, y) in drawn.items():
-        fig.add_trace(go.Scatter(x=x, y=y, name=label(name),
-                                 mode="lines+markers" if markers else "lines",
-                                 yaxis="y2" if name in right else "y"))
-    if len(drawn) == 1 and title == OTHER_TITLE:  # one curve: plotly shows no legend
-        title = f"{title}: {label(next(iter(drawn)))}"
-    fig.update_layout(title=title, height=320, margin=dict(l=10, r=10, t=50, b=10),
-                      xaxis_title="Step", yaxis_title=y_title, hovermode="x unified",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    if right:
-        fig.update_layout(yaxis2=dict(overlaying="y", side="right", showgrid=False))
-    return fig
-
-
-def show_chart(fig: go.Figure | None, empty_text: str) -> None:
-    if fig is None:
-        st.caption(empty_text)
-    else:
-        st.plotly_chart(fig, width="stretch", config={"displaylogo": False})
-
-
-def charts(job: dict, curves: JobCurves) -> None:
-    groups = chart_groups(curves.series)
-    left, middle, right = st.columns(3)
-    with left:
-        show_chart(line_chart(curves, groups["loss"], "Loss", "Loss"), "No loss logged yet.")
-    with middle:
-        show_chart(line_chart(curves, groups["validation"], "Validation metrics", "Score",
-                              markers=True),
-                   "Validation metrics appear after the first epoch.")
-    with right:
-        show_chart(line_chart(curves, groups["learning_rate"], "Learning rate",
-                              "Learning rate"), "No learning rate logged yet.")
-    if groups["other"]:
-        show_chart(line_chart(curves, groups["other"], OTHER_TITLE, "Value"), "")
+def charts(job: dict, curves: JobCurves, config: dict) -> None:
+    """Loss, validation metrics, learning rate and gradient norm, two to a row; a panel with
+    no points yet is a sentence saying when its first point comes, never empty axes."""
+    p = training_progress(curves, config.get("epochs"))
+    panels = training_panels(curves, config, finished=is_finished(job), step=p.step,
+                             epoch=p.epoch)
+    drawn = [x for x in panels if x.figure is not None and x.key != "other"]
+    for i in range(0, len(drawn), 2):
+        row = drawn[i:i + 2]
+        for column, panel in zip(st.columns(len(row)), row):
+            with column:
+                show_chart(panel.figure)
+    for panel in panels:
+        if panel.figure is None:
+            st.caption(panel.note)
+        elif panel.key == "other":
+            show_chart(panel.figure)
     longest = max((len(s) for s in curves.series.values()), default=0)
     if longest > MAX_POINTS:
         st.caption(f"Long run: each curve is drawn with at most {MAX_POINTS} of its "
@@ -267,13 +228,14 @@ def system_panel(job: dict) -> None:
                                    f"{fmt_bytes(gpu.memory_total_bytes)}",
                                    help=f"{gpu.memory_pct:.0f}% used")
         st.caption(f"CPU {stats.cpu_percent:.0f}% of {stats.cpu_count} cores · RAM "
-                   f"{fmt_bytes(stats.ram_used_bytes)} of {fmt_bytes(stats.ram_total_bytes)}")
+                   f"{fmt_bytes(stats.ram_used_bytes)} of {fmt_bytes(stats.ram_total_bytes)}"
+                   + (f" · {stats.gpu_note}" if stats.gpu_note else ""))
     else:
         cpu, ram = st.columns(2)
         cpu.metric("CPU", f"{stats.cpu_percent:.0f}%", help=f"All {stats.cpu_count} cores")
         ram.metric("RAM", f"{fmt_bytes(stats.ram_used_bytes)} of "
                           f"{fmt_bytes(stats.ram_total_bytes)}", help=f"{stats.ram_pct:.0f}% used")
-        st.caption(f"This machine's CPU and memory; {stats.gpu_note}.")
+        st.caption(stats.gpu_note)
     if not is_finished(job):
         tree = process_tree(job.get("pid"))
         if tree:
@@ -306,8 +268,9 @@ def render(job: dict) -> None:
         st.error(job["error"])
 
     curves = curves_of(job["id"])
+    config = read_json(f"{job['workspace']}/train_config.json")
     if not curves.empty:
-        progress(job, curves)
+        progress(job, curves, config)
     timeline(job)
     if curves.empty:
         if is_finished(job):
@@ -316,7 +279,7 @@ def render(job: dict) -> None:
             st.info("No training metrics yet: curves appear once the Model Trainer starts.",
                     icon=":material/hourglass_top:")
     else:
-        charts(job, curves)
+        charts(job, curves, config)
     system_panel(job)
     logs(job)
     if job["status"] == "succeeded":
@@ -324,20 +287,23 @@ def render(job: dict) -> None:
                      icon=":material/model_training:")
 
 
-@st.fragment(run_every=REFRESH_S)
-def live(selected: str) -> None:
+def live(selected: str, pace: float) -> None:
+    """The dashboard of a job that is not finished, redrawn every ``pace`` seconds. Once the
+    job finishes (or starts or stops waiting for approval) the whole page is redrawn once, so
+    the timer stops (or changes pace): a finished job's page stays idle."""
     job = store.job(selected)
     if job is None:
         return
-    if is_finished(job):  # finished since the last refresh: redraw once without the timer
+    if refresh_every(job) != pace:
         st.rerun()
     render(job)
 
 
 job = store.job(job_id)
+pace = refresh_every(job)
 if job is None:
     st.error("This job no longer exists.")
-elif is_finished(job):
+elif pace is None:  # finished: drawn once, no timer
     render(job)
 else:
-    live(job_id)
+    st.fragment(live, run_every=pace)(job_id, pace)

@@ -20,6 +20,7 @@ MIN_ETA_SPAN_S = 2.0       # ... spread over at least this many seconds
 # values the templates log that are not curves (planning numbers, timings, throughput)
 BOOKKEEPING = {"max_steps", "num_train", "epoch", "total_flos", "epoch_seconds"}
 LEARNING_RATE = {"learning_rate", "lr"}
+GRADIENT_NORM = {"grad_norm"}
 VALIDATION_PREFIXES = ("eval_", "val_", "test_")
 
 
@@ -161,10 +162,10 @@ class JobCurves:
 # ------------------------------------------------------------------------------ grouping
 def chart_groups(names: list[str] | set[str]) -> dict[str, list[str]]:
     """Which chart draws each logged name: ``loss`` (anything ending in loss), ``validation``
-    (eval_/val_/test_ scores and nnU-Net's Dice), ``learning_rate``, and ``other`` for any
-    further curve (e.g. grad_norm). Timings, throughput and planning numbers are not drawn."""
+    (eval_/val_/test_ scores and nnU-Net's Dice), ``learning_rate``, ``gradient_norm``, and
+    ``other`` for any further curve. Timings, throughput and planning numbers are not drawn."""
     groups: dict[str, list[str]] = {"loss": [], "validation": [], "learning_rate": [],
-                                    "other": []}
+                                    "gradient_norm": [], "other": []}
     # training curves before validation ones, then by name
     for name in sorted(names, key=lambda n: (n.startswith(VALIDATION_PREFIXES), n)):
         if (name in BOOKKEEPING or name.endswith(("_runtime", "_per_second"))
@@ -172,6 +173,8 @@ def chart_groups(names: list[str] | set[str]) -> dict[str, list[str]]:
             continue
         if name in LEARNING_RATE:
             groups["learning_rate"].append(name)
+        elif name in GRADIENT_NORM:
+            groups["gradient_norm"].append(name)
         elif name.endswith("loss"):
             groups["loss"].append(name)
         elif name.startswith(VALIDATION_PREFIXES) or "dice" in name:

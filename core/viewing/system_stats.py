@@ -2,10 +2,12 @@
 (the ``nvidia-ml-py`` package) when a GPU driver is present, CPU and RAM through psutil always.
 
 Everything degrades quietly: no ``pynvml`` module, no driver, or no GPU all give an empty GPU
-list with a note saying why, never an exception.
+list with a note in plain words for the page ("No NVIDIA GPU found: showing CPU and memory"),
+never an exception or its class name; the technical reason goes to the log.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,8 +49,13 @@ class ProcessTreeStats:
     rss_bytes: int
 
 
+NO_GPU = "No NVIDIA GPU found: showing CPU and memory."
+NO_MONITORING = "GPU monitoring is not available on this machine: showing CPU and memory."
+GPU_STOPPED = "A GPU stopped answering: showing what could still be read, with CPU and memory."
+
+log = logging.getLogger(__name__)
 _nvml_lock = threading.Lock()
-_nvml_state: dict = {}            # module -> (ready, note): NVML is initialised once per module
+_nvml_state: dict = {}            # module -> ready: NVML is initialised once per module
 _cpu_lock = threading.Lock()
 _cpu_last_call = 0.0
 
@@ -61,14 +68,16 @@ def _load_nvml():
     return pynvml
 
 
-def _nvml_ready(nvml) -> tuple[bool, str]:
+def _nvml_ready(nvml) -> bool:
     with _nvml_lock:
         if nvml not in _nvml_state:
             try:
                 nvml.nvmlInit()
-                _nvml_state[nvml] = (True, "")
+                _nvml_state[nvml] = True
             except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-                _nvml_state[nvml] = (False, f"NVML unavailable ({type(exc).__name__})")
+                log.info("no GPU monitoring: NVML did not start (%s: %s)",
+                         type(exc).__name__, exc)
+                _nvml_state[nvml] = False
         return _nvml_state[nvml]
 
 
@@ -77,14 +86,13 @@ def _text(value) -> str:
 
 
 def gpu_stats(nvml=None) -> tuple[list[GpuStats], str]:
-    """Every GPU NVML reports, with a note when there is none. ``nvml`` is the pynvml module
-    (default: imported when installed)."""
+    """Every GPU NVML reports, with a plain note for the page when there is none (or one stopped
+    answering). ``nvml`` is the pynvml module (default: imported when installed)."""
     nvml = nvml if nvml is not None else _load_nvml()
     if nvml is None:
-        return [], "no GPU monitoring (the nvidia-ml-py package is not installed)"
-    ready, note = _nvml_ready(nvml)
-    if not ready:
-        return [], f"no GPU found: {note}"
+        return [], NO_MONITORING
+    if not _nvml_ready(nvml):
+        return [], NO_GPU
     gpus = []
     try:
         for i in range(nvml.nvmlDeviceGetCount()):
@@ -94,8 +102,9 @@ def gpu_stats(nvml=None) -> tuple[list[GpuStats], str]:
             gpus.append(GpuStats(i, _text(nvml.nvmlDeviceGetName(handle)), float(util.gpu),
                                  int(mem.used), int(mem.total)))
     except Exception as exc:  # a GPU fell off the bus, permissions, ...
-        return gpus, f"NVML stopped answering ({type(exc).__name__})"
-    return gpus, "" if gpus else "no GPU found: NVML reports none"
+        log.warning("NVML stopped answering (%s: %s)", type(exc).__name__, exc)
+        return gpus, GPU_STOPPED
+    return gpus, "" if gpus else NO_GPU
 
 
 def cpu_percent() -> float:
