@@ -1,9 +1,12 @@
-"""Models: every trained model, its test results with confidence intervals, its model card, a
-try-it-on-an-image panel and the files to download.
+"""Models: every trained model with its version, status and whether it is the best of its
+dataset and task; its test results with confidence intervals, a comparison with another model,
+its model card, a try-it-on-an-image panel, the files to download, archive and delete.
 
-The tabs' content lives beside this page: ``models_results`` (test results), ``models_try``
-(try it on an image) and ``models_charts`` (the figures); what they show is read and shaped in
-``core.viewing`` (``model_views``, ``model_loading``, ``inference``, ``prediction_views``)."""
+The tabs' content lives beside this page: ``models_results`` (test results), ``models_compare``
+(two models side by side), ``models_try`` (try it on an image), ``models_manage`` (archive and
+delete) and ``models_charts`` (the figures); what they show is read and shaped in
+``core.viewing`` (``model_versions``, ``model_compare``, ``model_views``, ``model_loading``,
+``inference``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,11 +15,14 @@ import pandas as pd
 import streamlit as st
 
 from core import RESEARCH_ONLY
+from core.viewing.model_versions import (FAILED_GATE, STATUS_LABELS, STOPPED, best_text,
+                                         catalog, default_model)
 from core.viewing.model_views import (TASK_NAMES, demote_headings, downloads, export_input_shape,
-                                      export_note, file_size, has_exports, headline, job_report,
-                                      model_card_path, model_result, read_model_card,
-                                      template_of, workspace_of)
+                                      export_note, file_size, has_exports, job_report,
+                                      model_card_path, read_model_card)
+from pages.models_compare import entry_label, show_compare
 from pages.models_external import show_external
+from pages.models_manage import show_flash, show_manage
 from pages.models_results import ci_text, show_results
 from pages.models_try import show_try
 from pages.ui_common import context, fmt_duration, fmt_when, md_escape
@@ -26,44 +32,76 @@ settings, store = context()
 st.title("Models")
 st.caption("Models built by M3Builder. Test results come from M3Builder's own evaluator on a "
            "held-out test set that shares no patient with the training data.")
+show_flash()
 
-models = store.models()
-if not models:
+every = store.models()
+if not every:
     st.info("No models yet. A model appears here when a job finishes training: ask for one on "
             "the Build a model page.", icon=":material/info:")
     st.page_link("pages/chat.py", label="Build a model", icon=":material/chat:")
     st.stop()
 
+n_archived = sum(1 for m in every if m.get("archived_at"))
+show_archived = n_archived > 0 and st.toggle(f"Show archived models ({n_archived})",
+                                             key="models-show-archived")
+entries, best = catalog(store, archived=show_archived)
+if not entries:
+    st.info("Every model is archived. Turn on “Show archived models” to see or restore them.",
+            icon=":material/archive:")
+    st.stop()
+
 
 # ------------------------------------------------------------------------------ overview
-def overview_row(model: dict) -> dict:
-    ws = workspace_of(model, store.job(model["job_id"]))
-    kind = template_of(model, ws)
-    top = headline(model_result(model, ws), kind)
-    return {"Model": model["name"],
-            "Task": TASK_NAMES.get(kind, (model["task"] or "").replace("_", " ")),
-            "Dataset": model["dataset"], "Main metric": top["name"], "Value": top["value"],
-            "95% CI": ci_text(top["ci"]), "Created": fmt_when(model["created_at"]),
-            "Job": model["job_id"]}
+STATUS_MARK = {STOPPED: "⏸ ", FAILED_GATE: "✖ "}
 
 
-rows = [overview_row(m) for m in models]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-             column_config={"Value": st.column_config.NumberColumn(format="%.3f")})
+def overview_row(entry) -> dict:
+    top = entry.test
+    row = {"Model": entry.name,
+           "Status": STATUS_MARK.get(entry.status, "") + STATUS_LABELS[entry.status],
+           "Best": f"★ by {entry.best}" if entry.best else "",
+           "Task": TASK_NAMES.get(entry.template,
+                                  (entry.model["task"] or "").replace("_", " ")),
+           "Dataset": entry.model["dataset"], "Main metric": top["name"], "Value": top["value"],
+           "95% CI": ci_text(top["ci"]), "Validation": entry.validation,
+           "Created": fmt_when(entry.model["created_at"]), "Job": entry.model["job_id"]}
+    if show_archived:
+        row["Archived"] = "yes" if entry.archived else ""
+    return row
 
-by_id = {m["id"]: m for m in models}
-chosen = by_id[st.selectbox("Model", list(by_id),
-                            format_func=lambda i: f"{by_id[i]['name']} · "
-                                                  f"{fmt_when(by_id[i]['created_at'])}")]
-job = store.job(chosen["job_id"]) or {}
-workspace = workspace_of(chosen, job)
-template = template_of(chosen, workspace)
+
+st.dataframe(pd.DataFrame([overview_row(e) for e in entries]), hide_index=True, width="stretch",
+             column_config={"Value": st.column_config.NumberColumn("Test value", format="%.3f"),
+                            "Validation": st.column_config.NumberColumn(
+                                "Validation value", format="%.3f",
+                                help="The main metric on the validation set at the epoch "
+                                     "training kept, where training recorded it")})
+st.caption("★ the best model of its dataset and task by the main metric: on validation when "
+           "every one of them recorded it, else on the test set. The best one opens first.")
+
+by_id = {e.id: e for e in entries}
+ids = list(by_id)
+wanted = st.query_params.get("model")  # a link from the chat names the model
+opened = by_id[wanted] if wanted in by_id else default_model(entries, best)
+chosen = by_id[st.selectbox("Model", ids, index=ids.index(opened.id),
+                            format_func=lambda i: entry_label(by_id[i]))]
+model, job, workspace, template = chosen.model, chosen.job, chosen.workspace, chosen.template
 report = job_report(workspace)
 training = report.get("training", {})
 
-st.subheader(chosen["name"])
+st.subheader(chosen.name)
+BADGE_COLOURS = {"complete": "green", STOPPED: "orange", FAILED_GATE: "red"}
+badges = [f":{BADGE_COLOURS[chosen.status]}-badge[{STATUS_LABELS[chosen.status]}]"]
+if chosen.best:
+    badges.append(f":blue-badge[:material/star: Best {chosen.test['name']} "
+                  f"({chosen.best})]")
+if chosen.archived:
+    badges.append(":gray-badge[Archived]")
+st.markdown(" ".join(badges))
+st.caption(md_escape(f"{STATUS_LABELS[chosen.status]}: {chosen.status_detail}."
+                     + (f" {best_text(chosen)}." if chosen.best else "")))
 facts = [TASK_NAMES.get(template, template or "unknown task"),
-         f"Dataset: {md_escape(chosen['dataset'])}", f"{report.get('num_test', '?')} test cases"]
+         f"Dataset: {md_escape(model['dataset'])}", f"{report.get('num_test', '?')} test cases"]
 if training:
     facts += [f"{md_escape(training.get('network'))} · "
               f"{training.get('num_parameters', 0):,} parameters",
@@ -74,18 +112,24 @@ if job.get("request"):
     st.markdown(f"**Request:** {md_escape(job['request'])}")
 st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
 
-results_tab, card_tab, try_tab, files_tab = st.tabs(
-    ["Test results", "Model card", "Try it on an image", "Downloads"])
+results_tab, compare_tab, card_tab, try_tab, files_tab, manage_tab = st.tabs(
+    ["Test results", "Compare", "Model card", "Try it on an image", "Downloads",
+     "Archive or delete"])
 
 
 # ------------------------------------------------------------------------------ results
 with results_tab:
     show_results(report, template, workspace)
-    show_external(settings, store, chosen, workspace)
+    show_external(settings, store, model, workspace)
+
+
+# ------------------------------------------------------------------------------ compare
+with compare_tab:
+    show_compare(entries, chosen)
 
 
 # ------------------------------------------------------------------------------ model card
-card_path = model_card_path(chosen, workspace)
+card_path = model_card_path(model, workspace)
 with card_tab:
     card = read_model_card(card_path)
     if card is not None:
@@ -99,13 +143,13 @@ with card_tab:
 
 # ------------------------------------------------------------------------------ try it
 with try_tab:
-    show_try(chosen["id"], workspace, settings.home)
+    show_try(model["id"], workspace, settings.home)
 
 
 # ------------------------------------------------------------------------------ downloads
 with files_tab:
     st.markdown("**Saved model**")
-    st.code(chosen["path"], language=None)
+    st.code(model["path"], language=None)
     offered = downloads(workspace)
     if not offered:
         st.caption(f"No files of this model are left in its job folder `{workspace}`.")
@@ -120,7 +164,7 @@ with files_tab:
         st.download_button(f"{d['label']} ({file_size(path.stat().st_size)})",
                            data=lambda p=path: p.read_bytes(), file_name=d["file_name"],
                            mime=d["mime"], icon=":material/download:", on_click="ignore",
-                           key=f"download-{chosen['id']}-{d['file_name']}")
+                           key=f"download-{model['id']}-{d['file_name']}")
         if note:
             st.caption(note)
     if has_exports(offered):
@@ -129,3 +173,8 @@ with files_tab:
                    "dataloader configuration says, and return class `probabilities`"
                    + (" per pixel for one patch: run them with sliding-window inference over a "
                       "whole image." if template == "segmentation" else "."))
+
+
+# ------------------------------------------------------------------------------ archive, delete
+with manage_tab:
+    show_manage(settings, store, chosen)

@@ -152,3 +152,57 @@ def reliability_figure(before: list[dict], after: list[dict], multi_label: bool)
                   xaxis_title=f"Stated {what}", yaxis_title="Observed frequency",
                   xaxis=dict(range=[0, 1]), yaxis=dict(range=[0, 1.02]),
                   legend=dict(orientation="h", y=-0.25))
+
+
+# ------------------------------------------------------------------------------ two models
+PAIR_DASH = ("solid", "dash")
+
+
+def roc_pair_figure(pair: dict[str, dict]) -> go.Figure:
+    """ROC curves of two models over each other: one colour per class, solid for the first
+    model, dashed for the second."""
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="Chance",
+                               line=dict(dash="dot", color="gray")))
+    classes = sorted({c for curves in pair.values() for c in curves})
+    for m, (model, curves) in enumerate(pair.items()):
+        for name, c in curves.items():
+            fig.add_trace(go.Scatter(
+                x=c["fpr"], y=c["tpr"], mode="lines+markers", line_shape="hv",
+                marker=dict(size=4), name=f"{model} · {name} (AUC {c['auc']:.3f})",
+                line=dict(color=COLOURS[classes.index(name) % len(COLOURS)],
+                          dash=PAIR_DASH[m % 2])))
+    return layout(fig, "ROC curves of both models (test set)", height=420,
+                  xaxis_title="False positive rate (1 − specificity)",
+                  yaxis_title="True positive rate (sensitivity)", xaxis=dict(range=[0, 1]),
+                  yaxis=dict(range=[0, 1.02]), legend=dict(orientation="h", y=-0.3))
+
+
+def bars_pair_figure(pair: dict[str, list[dict]], value: str, ci: str, title: str,
+                     axis: str) -> go.Figure:
+    """Per-class values of two models side by side with their 95% CIs."""
+    fig = go.Figure()
+    for m, (model, rows) in enumerate(pair.items()):
+        values = [r[value] for r in rows]
+        fig.add_trace(go.Bar(x=[r["Class"] for r in rows], y=values, name=model,
+                             marker_color=COLOURS[1] if m == 0 else COLOURS[0],
+                             error_y=error_bars(values, [r[ci] for r in rows]),
+                             hovertemplate="%{x}: %{y:.3f}<extra>" + model + "</extra>"))
+    return layout(fig, title, height=360, barmode="group", yaxis_title=axis,
+                  xaxis_title="Class", legend=dict(orientation="h", y=-0.25))
+
+
+def pr_pair_figure(pair: dict[str, dict], iou: float) -> go.Figure:
+    """Precision-recall curves of two detection models (solid first, dashed second)."""
+    fig = go.Figure()
+    classes = sorted({c for curves in pair.values() for c in curves})
+    for m, (model, curves) in enumerate(pair.items()):
+        for name, c in curves.items():
+            fig.add_trace(go.Scatter(x=c["recall"], y=c["precision"], mode="lines+markers",
+                                     marker=dict(size=4), name=f"{model} · {name}",
+                                     line=dict(color=COLOURS[classes.index(name)
+                                                             % len(COLOURS)],
+                                               dash=PAIR_DASH[m % 2])))
+    return layout(fig, f"Precision–recall of both models at IoU {iou:g} (test set)",
+                  height=400, xaxis_title="Recall", yaxis_title="Precision",
+                  xaxis=dict(range=[0, 1.02]), yaxis=dict(range=[0, 1.02]),
+                  legend=dict(orientation="h", y=-0.3))

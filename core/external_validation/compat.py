@@ -63,7 +63,8 @@ def _json(path: Path):
 
 def find_model(store: Store, ref: str) -> dict:
     """The stored model ``ref`` names: its id (the job id), its name (as the Models page shows
-    it; the newest of equal names) or "latest". Raises ExternalValidationError."""
+    it, ``<dataset> <task> v<N>``), the name it had before versions (the newest of equal
+    names) or "latest". Raises ExternalValidationError."""
     models = store.models()
     if not models:
         raise ExternalValidationError("there is no trained model yet: build one first "
@@ -74,9 +75,10 @@ def find_model(store: Store, ref: str) -> dict:
     for model in models:
         if model["id"] == wanted or model["job_id"] == wanted:
             return model
-    named = [m for m in models if m["name"].strip().lower() == wanted.lower()]
-    if named:
-        return named[0]
+    for field in ("name", "former_name"):
+        named = [m for m in models if (m.get(field) or "").strip().lower() == wanted.lower()]
+        if named:
+            return named[0]
     listed = "; ".join(f"{m['id']} ({m['name']})" for m in models[:8])
     raise ExternalValidationError(f"no model is called {wanted!r}; give a model id or name "
                                   f"(`python -m crew jobs` lists jobs), e.g. {listed}")
