@@ -297,7 +297,7 @@ def render_outcome(job: dict) -> None:
         st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
         st.markdown("**Saved model**")
         st.code(result.get("model_dir") or str(ws.model_dir), language=None)
-        result_links()
+        result_links(job)
     elif status == "no_dataset":
         reasons = read_json(ws.plan).get("reasons") or job_result(job).get("reasons")
         st.warning("No registered dataset fits this request, so nothing was trained.",
@@ -318,16 +318,22 @@ def render_outcome(job: dict) -> None:
                     "tested on the held-out images.", icon=":material/stop_circle:")
             metrics_row(result["metrics"], result.get("ci95", {}))
             st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
-            result_links()
+            result_links(job)
         else:
             st.info("Stopped at your request.", icon=":material/stop_circle:")
 
 
-def result_links() -> None:
+def result_links(job: dict) -> None:
+    model = store.model(job["id"])  # the job's model (named with its version), if kept
     left, right = st.columns(2)
     with left:
-        st.page_link("pages/models.py", label="Open in Models: report and model card",
-                     icon=":material/model_training:")
+        if model:
+            st.page_link("pages/models.py", label=f"Open {model['name']} in Models: report "
+                         "and model card", icon=":material/model_training:",
+                         query_params={"model": model["id"]})
+        else:
+            st.page_link("pages/models.py", label="Models (this job's model was deleted)",
+                         icon=":material/model_training:")
     with right:
         st.page_link("pages/training.py", label="Open in Training: curves and log",
                      icon=":material/monitoring:")

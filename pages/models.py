@@ -16,7 +16,7 @@ import streamlit as st
 
 from core import RESEARCH_ONLY
 from core.viewing.model_versions import (FAILED_GATE, STATUS_LABELS, STOPPED, best_text,
-                                         catalog, default_model)
+                                         catalog, default_model, marked_best)
 from core.viewing.model_views import (TASK_NAMES, demote_headings, downloads, export_input_shape,
                                       export_note, file_size, has_exports, job_report,
                                       model_card_path, read_model_card)
@@ -59,7 +59,7 @@ def overview_row(entry) -> dict:
     top = entry.test
     row = {"Model": entry.name,
            "Status": STATUS_MARK.get(entry.status, "") + STATUS_LABELS[entry.status],
-           "Best": f"★ by {entry.best}" if entry.best else "",
+           "Best": f"★ by {entry.best}" if marked_best(entry) else "",
            "Task": TASK_NAMES.get(entry.template,
                                   (entry.model["task"] or "").replace("_", " ")),
            "Dataset": entry.model["dataset"], "Main metric": top["name"], "Value": top["value"],
@@ -76,8 +76,9 @@ st.dataframe(pd.DataFrame([overview_row(e) for e in entries]), hide_index=True, 
                                 "Validation value", format="%.3f",
                                 help="The main metric on the validation set at the epoch "
                                      "training kept, where training recorded it")})
-st.caption("★ the best model of its dataset and task by the main metric: on validation when "
-           "every one of them recorded it, else on the test set. The best one opens first.")
+st.caption("★ the best of several models of one dataset and task by the main metric: on "
+           "validation when every one of them recorded it, else on the test set. The best one "
+           "opens first, not the newest.")
 
 by_id = {e.id: e for e in entries}
 ids = list(by_id)
@@ -92,14 +93,14 @@ training = report.get("training", {})
 st.subheader(chosen.name)
 BADGE_COLOURS = {"complete": "green", STOPPED: "orange", FAILED_GATE: "red"}
 badges = [f":{BADGE_COLOURS[chosen.status]}-badge[{STATUS_LABELS[chosen.status]}]"]
-if chosen.best:
-    badges.append(f":blue-badge[:material/star: Best {chosen.test['name']} "
-                  f"({chosen.best})]")
+if marked_best(chosen):
+    badges.append(f":blue-badge[:material/star: Best {chosen.test['name']} on "
+                  f"{chosen.best}]")
 if chosen.archived:
     badges.append(":gray-badge[Archived]")
 st.markdown(" ".join(badges))
 st.caption(md_escape(f"{STATUS_LABELS[chosen.status]}: {chosen.status_detail}."
-                     + (f" {best_text(chosen)}." if chosen.best else "")))
+                     + (f" {best_text(chosen)}." if marked_best(chosen) else "")))
 facts = [TASK_NAMES.get(template, template or "unknown task"),
          f"Dataset: {md_escape(model['dataset'])}", f"{report.get('num_test', '?')} test cases"]
 if training:

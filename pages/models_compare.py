@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.viewing.model_compare import (comparable, dice_pair, metric_rows, pr_pair, roc_pair,
                                         same_test_set, verdict)
-from core.viewing.model_versions import STATUS_LABELS, ModelEntry
+from core.viewing.model_versions import STATUS_LABELS, ModelEntry, marked_best
 from pages.models_charts import PLOT_CONFIG, bars_pair_figure, pr_pair_figure, roc_pair_figure
 from pages.models_results import ci_text
 from pages.ui_common import fmt_when, md_escape
@@ -20,7 +20,7 @@ APART = "font-weight: 700"
 
 def entry_label(entry: ModelEntry) -> str:
     marks = [STATUS_LABELS.get(entry.status, entry.status)] if entry.status != "complete" else []
-    marks += ["best"] if entry.best else []
+    marks += ["best"] if marked_best(entry) else []
     marks += ["archived"] if entry.archived else []
     return (f"{entry.name} · {fmt_when(entry.model.get('created_at'))}"
             + (f" ({', '.join(marks)})" if marks else ""))

@@ -21,7 +21,7 @@ from core.jobs.model_removal import ModelRemovalError, delete_model
 from core.store.db import Store, forget_store
 from core.viewing.model_compare import metric_rows, same_test_set, verdict
 from core.viewing.model_versions import (COMPLETE, FAILED_GATE, STOPPED, catalog,
-                                         default_model, model_status)
+                                         default_model, marked_best, model_status)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 DATASET = "Chest X-ray pneumonia"
@@ -140,10 +140,13 @@ def test_the_best_model_is_marked_and_opens_first_not_the_newest(settings, store
                summary=GOOD_SUMMARY, created_at=100.0)
     make_model(settings, store, "stopped", auc=0.556, ci=[0.4, 0.7], val_auc=0.6,
                summary=STOPPED_SUMMARY, job_status="stopped", created_at=200.0)
+    make_model(settings, store, "knee", auc=0.7, ci=[0.6, 0.8], val_auc=0.75,
+               summary=GOOD_SUMMARY, created_at=50.0, dataset="Knee MRI")
     entries, best = catalog(store)
     by_id = {e.id: e for e in entries}
     assert by_id["good"].validation == 0.95  # the kept epoch's, not the last evaluation's
     assert by_id["good"].best == "validation" and not by_id["stopped"].best
+    assert marked_best(by_id["good"]) and not marked_best(by_id["knee"])  # alone: no star
     assert default_model(entries, best).id == "good"
     # a model without a validation value: everyone is compared on the test set
     make_model(settings, store, "noval", auc=0.94, ci=[0.9, 0.97], val_auc=None,
@@ -157,7 +160,7 @@ def test_the_best_model_is_marked_and_opens_first_not_the_newest(settings, store
     make_model(settings, store, "failed", auc=0.99, ci=[0.97, 1.0], val_auc=0.99,
                summary=GOOD_SUMMARY, job_status="failed", created_at=400.0)
     entries, best = catalog(store)
-    assert [e.id for e in entries] == ["failed", "stopped", "good"]
+    assert [e.id for e in entries] == ["failed", "stopped", "good", "knee"]
     assert best[(DATASET, "diagnosis")].id == "good"
     assert default_model(entries, best).id == "good"
 
@@ -289,7 +292,8 @@ def test_page_versions_status_best_compare_archive_and_delete(settings, store):
     # the best, not the newest, is open
     assert at.selectbox[0].value == "good" and at.subheader[0].value == f"{DATASET} diagnosis v1"
     text = page_text(at)
-    assert ":green-badge[Complete]" in text and "Best AUC (validation)" in text
+    assert ":green-badge[Complete]" in text and "Best AUC on validation]" in text
+    assert "Best AUC on validation (0.950) of the 2 " in text
     assert core.RESEARCH_ONLY in text
     # compare: the stopped run beside it, on a different test set
     assert at.selectbox(key="compare-good").value == "stopped"
@@ -322,3 +326,23 @@ def test_page_versions_status_best_compare_archive_and_delete(settings, store):
     assert list(at.dataframe[0].value["Model"]) == [f"{DATASET} diagnosis v1"]
     actions = [r["action"] for r in store.rows("select action from audit order by id")]
     assert actions[-3:] == ["archive_model", "restore_model", "delete_model"]
+
+
+def test_chat_links_to_the_model_by_its_versioned_name_and_the_page_opens_it(settings, store):
+    make_model(settings, store, "good", auc=0.93, ci=[0.88, 0.98], val_auc=0.95,
+               summary=GOOD_SUMMARY, created_at=time.time() - 60)
+    make_model(settings, store, "stopped", auc=0.556, ci=[0.40, 0.70], val_auc=0.6,
+               summary=STOPPED_SUMMARY, job_status="stopped")
+    store.update_job("stopped", result={"status": "stopped", "metrics": {"auc": 0.556}})
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.switch_page("pages/chat.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    links = {p.proto.query_string: p.proto.label for p in at.get("page_link")
+             if p.proto.page == "models"}
+    assert links == {
+        "model=good": f"Open {DATASET} diagnosis v1 in Models: report and model card",
+        "model=stopped": f"Open {DATASET} diagnosis v2 in Models: report and model card"}
+    at.query_params["model"] = "stopped"  # the link opens that model, not the best
+    at.switch_page("pages/models.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox[0].value == "stopped"

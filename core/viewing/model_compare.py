@@ -119,4 +119,4 @@ def comparable(entries: list[ModelEntry], chosen: ModelEntry) -> list[ModelEntry
     """The models ``chosen`` can be compared with: the others of the same template, those of
     the same dataset and task first, then the best of each group."""
     others = [e for e in entries if e.id != chosen.id and e.template == chosen.template]
-    return sorted(others, key=lambda e: (e.group != chosen.group, not e.best))
+    return sorted(others, key=lambda e: (e.group != chosen.group, not e.best))  # stable

@@ -33,6 +33,7 @@ class ModelEntry:
     test: dict                      # headline(): key, name, value, ci
     validation: float | None = None
     best: str = ""                  # "validation" or "test" when it is its group's best
+    rivals: int = 0                 # candidates for the best in its group (itself included)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -137,7 +138,7 @@ def mark_best(entries: list[ModelEntry]) -> dict[tuple[str, str], ModelEntry]:
     models and models whose job failed its gate are not candidates. Returns {group: best}."""
     groups: dict[tuple[str, str], list[ModelEntry]] = {}
     for entry in entries:
-        entry.best = ""
+        entry.best, entry.rivals = "", 0
         if not entry.archived and entry.status != FAILED_GATE and entry.test["value"] is not None:
             groups.setdefault(entry.group, []).append(entry)
     best = {}
@@ -150,16 +151,24 @@ def mark_best(entries: list[ModelEntry]) -> dict[tuple[str, str], ModelEntry]:
             return sign * value, m.model.get("created_at") or 0.0  # ties: the newer
         winner = max(members, key=score)
         winner.best = basis
+        for member in members:
+            member.rivals = len(members)
         best[group] = winner
     return best
 
 
+def marked_best(entry: ModelEntry) -> bool:
+    """Whether the page marks it as the best: the best of two or more candidates."""
+    return bool(entry.best) and entry.rivals > 1
+
+
 def best_text(entry: ModelEntry) -> str:
-    """``Best AUC on validation (0.912) of ADNI diagnosis``; '' when it is not the best."""
-    if not entry.best:
+    """``Best AUC on validation (0.912) of the 3 ADNI diagnosis models``; '' when it is not
+    marked as the best."""
+    if not marked_best(entry):
         return ""
     value = entry.validation if entry.best == "validation" else entry.test["value"]
-    return (f"Best {entry.test['name']} on {entry.best} ({value:.3f}) among "
+    return (f"Best {entry.test['name']} on {entry.best} ({value:.3f}) of the {entry.rivals} "
             f"{entry.group[0]} {entry.group[1].replace('_', ' ')} models")
 
 
