@@ -241,6 +241,8 @@ class JobRunner:
                 "metrics": report.get("metrics", {}) if succeeded else {},
                 "ci95": report.get("ci95", {}) if succeeded else {},
                 "model_dir": str(ws.model_dir) if succeeded else None,
+                "model": ((self.store.model(self.ctx.job_id) or {}).get("name")
+                          if succeeded else None),  # its name: <dataset> <task> v<N>
                 "workspace": str(ws.root), "roles": self._roles(), "error": self.error or None,
                 "reasons": plan.get("reasons"), "llm": self.job["llm"]}
 
