@@ -304,6 +304,13 @@ def render_outcome(job: dict) -> None:
                    icon=":material/search_off:")
         if reasons:
             st.markdown(f"**Task Manager:** {md_escape(reasons)}")
+        if "Nearest: '" not in (reasons or ""):  # an LLM's own words: today's nearest dataset
+            from core.planning.matching import rank_datacards
+            nearest = rank_datacards(job.get("request") or "", [
+                (e.card, e.available) for e in load_catalog(settings)])["nearest_text"]
+            if nearest:
+                st.markdown("**Nearest registered dataset:** "
+                            + md_escape(nearest.removeprefix("Nearest: ")))
         st.page_link("pages/datasets.py", label="Register a dataset on the Datasets page",
                      icon=":material/dataset:")
     elif status == "failed":
