@@ -346,3 +346,18 @@ def test_chat_links_to_the_model_by_its_versioned_name_and_the_page_opens_it(set
     at.switch_page("pages/models.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox[0].value == "stopped"
+
+
+def test_the_chat_reads_a_versioned_or_an_old_model_name():
+    from core.external_validation.request import parse_external_request
+    models = [{"id": "m12", "name": "CXR diagnosis v12", "former_name": ""},
+              {"id": "m1", "name": "CXR diagnosis v1",
+               "former_name": "CXR diagnosis (densenet_small)"}]
+    datasets = ["CXR", "Hospital B chest X-ray"]
+    for message, wanted in (("evaluate CXR diagnosis v1 on Hospital B chest X-ray", "m1"),
+                            ("evaluate CXR diagnosis v12 on Hospital B chest X-ray", "m12"),
+                            ("evaluate CXR diagnosis (densenet_small) on Hospital B chest X-ray",
+                             "m1")):
+        asked = parse_external_request(message, datasets, models)
+        assert asked is not None and (asked.model, asked.dataset) == (
+            wanted, "Hospital B chest X-ray"), message

@@ -91,7 +91,7 @@ def parse_external_request(message: str, datasets: list[str],
     text = _norm(message)
     model_id = ""
     for model in models:  # an id or a name the message names (longest name first)
-        for label in (model["id"], model.get("name") or ""):
+        for label in (model["id"], model.get("name") or "", model.get("former_name") or ""):
             spans = _spans(text, label) if label else []
             if spans and not model_id:
                 model_id = model["id"]
