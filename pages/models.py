@@ -15,6 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from core import RESEARCH_ONLY
+from core.jobs.model_card import with_split_sentence
+from core.jobs.workspace import JobWorkspace
 from core.viewing.model_versions import (FAILED_GATE, STATUS_LABELS, STOPPED, best_text,
                                          catalog, default_model, marked_best)
 from core.viewing.model_views import (TASK_NAMES, demote_headings, downloads, export_input_shape,
@@ -25,7 +27,7 @@ from pages.models_external import show_external
 from pages.models_manage import show_flash, show_manage
 from pages.models_results import ci_text, show_results
 from pages.models_try import show_try
-from pages.ui_common import context, fmt_duration, fmt_when, md_escape
+from pages.ui_common import context, fmt_duration, fmt_when, md_escape, read_json
 
 settings, store = context()
 
@@ -133,7 +135,8 @@ with compare_tab:
 card_path = model_card_path(model, workspace)
 with card_tab:
     card = read_model_card(card_path)
-    if card is not None:
+    if card is not None:  # an older card's split line reads as a sentence too
+        card = with_split_sentence(card, read_json(JobWorkspace(workspace).split), training)
         if RESEARCH_ONLY not in card:
             st.warning(RESEARCH_ONLY, icon=":material/gpp_maybe:")
         # demote headings so the card sits under the page's own headings

@@ -284,7 +284,23 @@ def test_page_versions_status_best_compare_archive_and_delete(settings, store):
                summary=GOOD_SUMMARY, created_at=time.time() - 60)
     make_model(settings, store, "stopped", auc=0.556, ci=[0.40, 0.70], val_auc=0.6,
                summary=STOPPED_SUMMARY, job_status="stopped", test_sha="other")
+    ws = settings.jobs_dir / "good"  # a card written before the split was a sentence
+    (ws / "Datapath").mkdir()
+    (ws / "Datapath" / "split.json").write_text(json.dumps({
+        "grouping_key": "DICOM PatientID", "method": "grouped_stratified", "seed": 42,
+        "test_fraction": 0.2, "train_groups": ["a", "b", "c", "d"], "test_groups": ["e"],
+        "counts": {"train": {"NORMAL": 40, "PNEUMONIA": 40}, "test": {"NORMAL": 20,
+                                                                      "PNEUMONIA": 20}}}))
+    (ws / "model_card.md").write_text(
+        f"# Model card: {DATASET} — diagnosis\n\n> **{core.RESEARCH_ONLY}**\n\n## Data\n"
+        "- Split: grouped_stratified by DICOM PatientID, seed 42;\n"
+        '  train {"NORMAL": 40, "PNEUMONIA": 40}, test {"NORMAL": 20, "PNEUMONIA": 20}\n'
+        "- 4 training and 1 test patients/groups; none on both sides.\n")
     at = run_models_page()
+    card = next(m.value for m in at.markdown if "Model card:" in m.value)
+    assert "Split by patient (DICOM PatientID): 4 training / 1 test patient (20% for test, " \
+        "stratified by class, seed 42). Images: 80 training, 20 of them held out" in card
+    assert '{"NORMAL"' not in card and core.RESEARCH_ONLY in card
     overview = at.dataframe[0].value
     assert list(overview["Model"]) == [f"{DATASET} diagnosis v2", f"{DATASET} diagnosis v1"]
     assert list(overview["Status"]) == ["⏸ Stopped early", "Complete"]

@@ -1,7 +1,13 @@
 """Model card (markdown): data, split, metrics with CIs, intended use and limits."""
 from __future__ import annotations
 
+import re
+
 from core import RESEARCH_ONLY
+
+# the split line of cards written before it was a sentence: a method, a key and JSON counts
+OLD_SPLIT_LINE = re.compile(r"^- Split: [^\n]*;\n  train \{[^\n]*\}, test \{[^\n]*\}$",
+                            re.MULTILINE)
 
 WHAT_IT_DOES = {
     "diagnosis": "Classifies {modality} {anatomy} images into: {classes}.",
@@ -108,6 +114,15 @@ def split_sentence(split: dict, summary: dict | None = None) -> str:
         head += (f" Sample caps from the dataset's description left out "
                  f"{_count(caps['images_left_out'], 'image')}.")
     return head + _class_counts(counts)
+
+
+def with_split_sentence(card: str, split: dict | None, summary: dict | None) -> str:
+    """A card written before the split was a sentence, its split line as one (for showing
+    it); other cards, or without split.json, unchanged."""
+    if not split:
+        return card
+    line = f"- {split_sentence(split, summary)}"
+    return OLD_SPLIT_LINE.sub(lambda _: line, card, count=1)
 
 
 def _decision(report: dict) -> str:

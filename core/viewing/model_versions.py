@@ -91,6 +91,8 @@ def model_status(job: dict | None, summary: dict, planned_epochs=None) -> tuple[
     if reason.startswith("early_stopped"):
         why = reason.partition(": ")[2] or "validation stopped improving"
         return COMPLETE, f"training ended early as planned{epochs}: {why}"
+    if not summary:
+        return COMPLETE, "its training summary is not kept, so how training ended is not known"
     return COMPLETE, f"training ran to its end{epochs}"
 
 
