@@ -230,6 +230,31 @@ def test_diagnosis_inference_matches_the_templates_own_predictions(trained):
 
 
 @pytest.mark.slow
+def test_onnx_exports_carry_class_names_task_and_input(trained):
+    """The exported ONNX files say what their outputs are: loaded with onnx and onnxruntime,
+    their metadata names the classes in output order, the task and the input."""
+    import onnx
+    import onnxruntime as ort
+
+    for kind, classes in (("diagnosis", ["NORMAL", "PNEUMONIA"]),
+                          ("segmentation", ["background", "lung", "heart"]),
+                          ("segmentation_3d", ["background", "liver", "spleen"])):
+        ws = workspace(trained, kind)
+        path = ws / "Logout" / "export" / "model.onnx"
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        meta = session.get_modelmeta().custom_metadata_map
+        assert json.loads(meta["class_names"]) == classes, kind
+        assert meta["task"] == kind.removesuffix("_3d")
+        assert meta["input_name"] == session.get_inputs()[0].name == "pixel_values"
+        assert json.loads(meta["input_size"]) == list(session.get_inputs()[0].shape[2:])
+        assert session.get_outputs()[0].shape[1] == len(classes)
+        assert (kind == "segmentation_3d") == ("spacing_mm" in meta)
+        assert onnx.load(str(path)).doc_string == core.RESEARCH_ONLY
+        summary = json.loads((ws / "Logout" / "train_summary.json").read_text())
+        assert summary["exports"]["onnx"]["verified"]
+
+
+@pytest.mark.slow
 def test_diagnosis_roc_agrees_with_the_evaluator(trained):
     ws = workspace(trained, "diagnosis")
     report = json.loads((ws / "report.json").read_text())
