@@ -177,6 +177,12 @@ with files_tab:
                    "dataloader configuration says, and return class `probabilities`"
                    + (" per pixel for one patch: run them with sliding-window inference over a "
                       "whole image." if template == "segmentation" else "."))
+        stored = (exports.get("onnx") or {}).get("metadata") or []
+        if "class_names" in stored:
+            st.caption("The files say what they are: the ONNX model's metadata "
+                       f"(`metadata_props`: {', '.join(f'`{k}`' for k in stored)}) and the "
+                       "TorchScript file's `metadata.json` hold the class names in output "
+                       "order, the task and the input, with the research-only notice.")
 
 
 # ------------------------------------------------------------------------------ archive, delete

@@ -29,7 +29,8 @@ GOOD_SUMMARY = {"network": "densenet_small", "epochs_run": 24.0, "epochs_planned
                 "stop_reason": "early_stopped at 24: no validation loss improvement for 10 "
                                "epochs", "epoch_kept": 14.0, "selection_metric": "loss",
                 "selection_value": 0.2, "num_train": 80, "num_val": 20, "device": "cpu",
-                "seconds": 30.0}
+                "seconds": 30.0, "exports": {"onnx": {"verified": True, "max_abs_diff": 0.0,
+                                                      "metadata": ["class_names", "task"]}}}
 STOPPED_SUMMARY = {**GOOD_SUMMARY, "epochs_run": 2.0, "stop_reason": "stopped by the user",
                    "epoch_kept": 2.0}
 
@@ -311,6 +312,7 @@ def test_page_versions_status_best_compare_archive_and_delete(settings, store):
     assert ":green-badge[Complete]" in text and "Best AUC on validation]" in text
     assert "Best AUC on validation (0.950) of the 2 " in text
     assert core.RESEARCH_ONLY in text
+    assert "(`metadata_props`: `class_names`, `task`) and the TorchScript" in text
     # compare: the stopped run beside it, on a different test set
     assert at.selectbox(key="compare-good").value == "stopped"
     assert "different test sets" in page_text(at)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.jobs.workspace import JobWorkspace
@@ -34,7 +34,6 @@ class ModelEntry:
     validation: float | None = None
     best: str = ""                  # "validation" or "test" when it is its group's best
     rivals: int = 0                 # candidates for the best in its group (itself included)
-    extra: dict = field(default_factory=dict)
 
     @property
     def id(self) -> str:
