@@ -52,6 +52,14 @@ def make_model(settings, store, job_id: str, *, auc: float, ci: list, val_auc: f
               "num_test": 40, "test_index_sha256": test_sha, "evaluator":
               "core.evaluation.diagnosis", "training": summary}
     (ws / "report.json").write_text(json.dumps(report))
+    (ws / "Datapath").mkdir()  # four test images and the probabilities the model gave them
+    truth = {f"/data/{i}.png": ["PNEUMONIA" if i % 2 else "NORMAL"] for i in range(4)}
+    (ws / "Datapath" / "test.json").write_text(json.dumps(truth))
+    (ws / "Datapath" / "label_dict.json").write_text(json.dumps({"NORMAL": 0, "PNEUMONIA": 1}))
+    right = 0.9 if auc > 0.8 else 0.4
+    (ws / "Logout" / "predictions.json").write_text(json.dumps(
+        {path: ([1 - right, right] if labels == ["PNEUMONIA"] else [right, 1 - right])
+         for path, labels in truth.items()}))
     (ws / "model_card.md").write_text(f"# Model card\n\n> {core.RESEARCH_ONLY}\n")
     store.insert_job({"id": job_id, "request": "classify pneumonia", "llm": "autopilot",
                       "status": job_status, "dataset": dataset, "task": task,
@@ -286,7 +294,6 @@ def test_page_versions_status_best_compare_archive_and_delete(settings, store):
     make_model(settings, store, "stopped", auc=0.556, ci=[0.40, 0.70], val_auc=0.6,
                summary=STOPPED_SUMMARY, job_status="stopped", test_sha="other")
     ws = settings.jobs_dir / "good"  # a card written before the split was a sentence
-    (ws / "Datapath").mkdir()
     (ws / "Datapath" / "split.json").write_text(json.dumps({
         "grouping_key": "DICOM PatientID", "method": "grouped_stratified", "seed": 42,
         "test_fraction": 0.2, "train_groups": ["a", "b", "c", "d"], "test_groups": ["e"],
@@ -318,6 +325,11 @@ def test_page_versions_status_best_compare_archive_and_delete(settings, store):
     assert "different test sets" in page_text(at)
     table = next(d.value for d in at.dataframe if "Difference" in d.value.columns)
     assert table.iloc[0]["Metric"] == "AUC" and table.iloc[0]["95% CIs overlap"] == "no"
+    roc = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+               if "ROC curves of both models" in c.proto.spec)
+    assert {t["name"] for t in roc["data"]} == {
+        "Chance", f"{DATASET} diagnosis v1 · PNEUMONIA (AUC 1.000)",
+        f"{DATASET} diagnosis v2 · PNEUMONIA (AUC 0.000)"}
     # the stopped model shows its status
     at.selectbox[0].set_value("stopped").run()
     assert ":orange-badge[Stopped early]" in page_text(at)
