@@ -6,13 +6,23 @@ PORT ?= 8501
 
 .PHONY: setup demo run test test-fast m3bench bench bench-expert fuzz faults clean-venv
 
-setup: $(VENV)/.installed
+VIEWER := components/viewer
+
+setup: $(VENV)/.installed $(VIEWER)/node_modules/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -r requirements.txt -c constraints.txt
 	touch $@
+
+# the image viewer's library (Niivue, version and hash pinned in package-lock.json, checked by
+# npm ci); without npm the Preview page shows static slices instead
+$(VIEWER)/node_modules/.installed: $(VIEWER)/package-lock.json
+	@if command -v npm >/dev/null 2>&1 && npm ci --prefix $(VIEWER) --ignore-scripts \
+		--omit=optional --no-audit --no-fund --loglevel=error; then touch $@; else echo \
+		"The image viewer was not installed (npm missing or the npm registry unreachable):" \
+		"the Preview page shows static slices. Install Node.js and npm, then run make setup."; fi
 
 demo: setup
 	$(PY) -m crew demo

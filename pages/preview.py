@@ -1,10 +1,10 @@
-"""Preview: look at a dataset's images (or any image on the server) before building a model:
-slices, window/level, mask overlays, boxes, the DICOM header and thumbnails per class."""
+"""Preview: look at a dataset's images (or any image on the server) before building a model.
+The interactive viewer (``pages/viewer_widget.py``: zoom, pan, window/level, three views, label
+toggles, measurements) when it is installed, else the static slice view
+(``pages/preview_static.py``); the DICOM header of DICOM images and thumbnails per class."""
 from __future__ import annotations
 
 import hashlib
-import html
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -12,17 +12,19 @@ import streamlit as st
 
 from core.datasets.catalog import load_catalog
 from core.viewing.dataset_preview import (MAX_THUMB_CLASSES, MAX_THUMBS_PER_CLASS, SampleRef,
-                                          class_groups, class_thumbnails, dataset_scan,
-                                          sample_ref)
-from core.viewing.display_volume import AXES, MAX_CHANNELS, PreviewError, load_volume
-from core.viewing.overlays import display_boxes, load_mask
-from core.viewing.slice_render import (MANUAL, box_color, default_window_name, hex_color,
-                                       render_slice, window_choices, window_for)
+                                          class_thumbnails, dataset_scan, mask_labels_of,
+                                          sample_groups, sample_ref)
 from core.viewing.dicom_header import HeaderError, dicom_file_of, dicom_header
+from core.viewing.display_volume import MAX_CHANNELS, PreviewError, image_facts, load_volume
+from pages.preview_static import static_view
 from pages.ui_common import context, md_escape
+from pages.viewer_widget import MISSING, show_sample, viewer_available
 
 DATASET, SERVER_PATH = "A registered dataset", "A file or folder on this server"
 ALL = "All classes"
+VIEWER_HELP = ("In the browser: zoom, pan, window/level by dragging, axial, coronal and sagittal "
+               "views in patient orientation, each mask label on or off, distances and ROI "
+               "statistics. Off: one slice at a time drawn on the server.")
 
 settings, store = context()
 
@@ -32,28 +34,15 @@ st.caption("Look at the images before building a model: slices, window/level, ma
            "to an LLM.")
 
 
-def _swatch(color: str, name: str, note: str = "") -> str:
-    return (f'<span style="display:inline-block;width:0.9em;height:0.9em;background:{color};'
-            f'border-radius:2px;vertical-align:middle"></span> {html.escape(name)}'
-            + (f' <small style="opacity:0.6">{html.escape(note)}</small>' if note else ""))
-
-
 def _code(text: str) -> str:
     """Text as an inline code span (shown literally; backticks would end the span)."""
     return "`" + str(text).replace("`", "'") + "`"
 
 
-def _nice_step(span: float) -> float:
-    """A slider step giving about 500 positions over ``span`` (1 for integer-ish ranges)."""
-    if span <= 0:
-        return 1.0
-    step = 10 ** math.floor(math.log10(span / 500)) if span < 500 else 1.0
-    return float(step)
-
-
 source = st.radio("Show", [DATASET, SERVER_PATH], horizontal=True, key="pv_source")
 card, scan = None, None
-allow_pickle, modality = False, ""
+allow_pickle, modality, anatomy = False, "", ""
+mask_names: list[str] | None = None   # a segmentation dataset's mask labels
 if source == DATASET:
     entries = [e for e in load_catalog(settings) if e.available]
     if not entries:
@@ -64,7 +53,7 @@ if source == DATASET:
     name = st.selectbox("Dataset", names, key="pv_dataset")
     entry = entries[names.index(name)]
     card = entry.card
-    allow_pickle, modality = bool(card.allow_pickle), card.modality
+    allow_pickle, modality, anatomy = bool(card.allow_pickle), card.modality, card.anatomy
     try:
         with st.spinner("Listing the dataset's images…"):
             scan = dataset_scan(entry.dataset_path, card.description, card.interpretation)
@@ -75,18 +64,26 @@ if source == DATASET:
     if not scan.samples:
         st.warning("The dataset has no images to show.", icon=":material/warning:")
         st.stop()
-    groups = class_groups(scan.samples)
+    mask_names = mask_labels_of(scan, card.classes)
+    groups = sample_groups(scan, card.classes)
     class_col, number_col = st.columns([2, 1])
-    chosen = class_col.selectbox(
-        "Class", [ALL] + sorted(groups), key=f"pv_class:{name}",
-        format_func=lambda c: f"{c} ({len(scan.samples) if c == ALL else len(groups[c])})")
-    indices = list(range(len(scan.samples))) if chosen == ALL else groups[chosen]
+    if mask_names is None:
+        chosen = class_col.selectbox(
+            "Class", [ALL] + sorted(groups), key=f"pv_class:{name}",
+            format_func=lambda c: f"{c} ({len(scan.samples) if c == ALL else len(groups[c])})")
+        indices = list(range(len(scan.samples))) if chosen == ALL else groups[chosen]
+    else:
+        chosen, indices = ALL, list(range(len(scan.samples)))
+        class_col.markdown("**Mask labels:** " + (", ".join(
+            f"{md_escape(n)} ({v})" for v, n in enumerate(mask_names, start=1))
+            or "not named") + f" · {len(indices)} cases")
     number = number_col.number_input(f"Sample (1–{len(indices)})", min_value=1,
                                      max_value=len(indices), value=1, step=1,
                                      key=f"pv_sample:{name}:{chosen}")
     sample = sample_ref(scan.samples[indices[int(number) - 1]])
-    facts = [_code(sample.name),
-             "labels: " + md_escape(", ".join(sample.labels) or "none")]
+    facts = [_code(sample.name)]
+    if mask_names is None:
+        facts.append("labels: " + md_escape(", ".join(sample.labels) or "none"))
     if sample.mask:
         facts.append(f"mask {_code(Path(sample.mask).name)}")
     if sample.boxes:
@@ -108,100 +105,49 @@ else:
     sample = SampleRef(image=typed.strip(), name=Path(typed.strip()).name, labels=[],
                        mask=typed_mask.strip() or None)
 
-try:
-    with st.spinner("Reading the image…"):
-        volume = load_volume(sample.image, allow_pickle, modality, sample.series_files)
-except PreviewError as exc:
-    volume = None
-    st.error(f"Cannot show this image: {md_escape(exc)}", icon=":material/error:")
-
+class_names = mask_names if mask_names is not None else (list(card.classes) if card else [])
+vkey = hashlib.sha1(f"{sample.image}|{sample.series_files}".encode()).hexdigest()[:12]
 tabs = st.tabs(["Image", "Thumbnails per class"] if scan is not None else ["Image"])
 
 with tabs[0]:
-    if volume is not None:
-        vkey = hashlib.sha1(f"{sample.image}|{sample.series_files}".encode()).hexdigest()[:12]
-        controls, view = st.columns([1, 2], gap="large")
-        with controls:
-            channel = 0
-            if not volume.rgb and len(volume.channel_names) > 1:
-                channel = st.selectbox("Channel", range(len(volume.channel_names)),
-                                       format_func=lambda i: volume.channel_names[i],
-                                       key=f"pv_channel:{vkey}")
-            axis, index = "axial", 0
-            if volume.is_3d:
-                axis = st.radio("View", AXES, index=AXES.index(volume.default_axis),
-                                horizontal=True, format_func=str.capitalize,
-                                key=f"pv_axis:{vkey}")
-                count = volume.n_slices(axis)
-                if count > 1:
-                    index = st.slider("Slice", 1, count, value=count // 2 + 1,
-                                      key=f"pv_slice:{vkey}:{axis}") - 1
-            window = None
-            if volume.rgb:
-                st.caption("Colour image: shown as stored (no window).")
-            else:
-                choices = window_choices(volume)
-                preset = st.selectbox(
-                    "Window", choices, key=f"pv_window:{vkey}",
-                    index=choices.index(default_window_name(volume, card.anatomy if card else "")),
-                    help="CT presets are in Hounsfield units; Auto spans the 0.5–99.5 "
-                         "percentiles of the volume (MRI, X-ray).")
-                width, level = window_for(volume, preset, channel)
-                if preset == MANUAL:
-                    _, _, vmin, vmax = volume.stats[channel]
-                    span = max(vmax - vmin, 1e-6)
-                    step = _nice_step(span)
-                    top = vmin + span
-                    level = st.slider("Level (centre)", float(vmin), float(top),
-                                      float(min(max(level, vmin), top)), step=step,
-                                      key=f"pv_level:{vkey}:{channel}")
-                    width = st.slider("Width", step, float(span) * 2,
-                                      float(min(max(width, step), span * 2)), step=step,
-                                      key=f"pv_width:{vkey}:{channel}")
-                window = (width, level)
-                st.caption(f"Window W {width:.4g} / L {level:.4g}"
-                           + (" HU" if volume.hu else ""))
-            mask, opacity = None, 0.4
-            if sample.mask:
-                if st.toggle("Mask overlay", value=True, key=f"pv_mask_on:{vkey}"):
-                    opacity = st.slider("Opacity", 0.0, 1.0, 0.4, 0.05, key="pv_opacity")
-                    try:
-                        mask = load_mask(sample.mask, volume, allow_pickle)
-                    except PreviewError as exc:
-                        st.warning(md_escape(exc), icon=":material/warning:")
-            boxes: list = []
-            if sample.boxes:
-                if st.toggle(f"Boxes ({len(sample.boxes)})", value=True,
-                             key=f"pv_boxes_on:{vkey}"):
-                    boxes = display_boxes(sample.boxes, volume)
-        class_names = card.classes if card else []
-        shown = render_slice(volume, axis, index, window, channel, mask=mask, opacity=opacity,
-                             class_names=class_names, boxes=boxes, box_labels=sample.box_labels,
-                             box_class_names=class_names)
-        with view:
-            where = f"{axis} slice {index + 1} of {volume.n_slices(axis)}" if volume.is_3d \
-                else "2D image"
-            st.image(shown.png(), caption=f"{sample.name} · {where}")
-            if shown.legend:
-                st.markdown(" &nbsp; ".join(
-                    _swatch(item.color, item.name, "" if item.in_slice else "(not in this slice)")
-                    for item in shown.legend), unsafe_allow_html=True)
-            if sample.boxes and boxes:
-                labels = sorted(set(sample.box_labels) or {"box"})
-                st.markdown(" &nbsp; ".join(
-                    _swatch(hex_color(box_color(lbl, class_names)), f"{lbl} (box)")
-                    for lbl in labels) + f" &nbsp; {len(shown.boxes)} of {len(boxes)} boxes "
-                    "on this slice", unsafe_allow_html=True)
-            shape = " × ".join(str(s) for s in volume.stored_shape)
-            spacing = " × ".join(f"{s:.3g}" for s in volume.spacing) + " mm" \
-                if volume.has_spacing else "no spacing stored (square pixels assumed)"
-            facts = [f"Size {shape}", f"display voxel {spacing}",
-                     volume.modality or volume.fmt or "image"]
-            if volume.is_3d:
-                facts.append("oriented from the image's affine" if volume.oriented_by == "affine"
-                             else "stored axis order (no affine)")
-            st.caption(" · ".join(facts) + ". Radiological view: the patient's right is on "
-                       "the left.")
+    interactive = False
+    if viewer_available():
+        interactive = st.toggle("Interactive viewer", value=True, key="pv_interactive",
+                                help=VIEWER_HELP)
+    else:
+        st.caption(MISSING)
+    if interactive:
+        channel_box = st.container()
+        channel = int(st.session_state.get(f"pv_vchannel:{vkey}", 0))
+        try:
+            payload = show_sample(
+                sample.image, key="pv_viewer", allow_pickle=allow_pickle, modality=modality,
+                series_files=sample.series_files, channel=channel, anatomy=anatomy,
+                mask=sample.mask, mask_values=sample.mask_values, class_names=class_names,
+                boxes=sample.boxes, box_labels=sample.box_labels)
+        except PreviewError as exc:
+            st.error(f"Cannot show this image: {md_escape(exc)}", icon=":material/error:")
+        else:
+            if len(payload.channel_names) > 1:
+                channel_box.selectbox("Channel", range(len(payload.channel_names)),
+                                      format_func=lambda i: payload.channel_names[i],
+                                      key=f"pv_vchannel:{vkey}")
+            st.caption(image_facts(payload.stored_shape, payload.stored_spacing,
+                                   payload.oriented, payload.modality or "image"))
+            if payload.downsampled:
+                st.caption(f"Sent to the viewer downsampled ×{payload.stride} (the image is "
+                           "larger than the viewer takes at full resolution).")
+    else:
+        try:
+            with st.spinner("Reading the image…"):
+                volume = load_volume(sample.image, allow_pickle, modality, sample.series_files)
+        except PreviewError as exc:
+            st.error(f"Cannot show this image: {md_escape(exc)}", icon=":material/error:")
+        else:
+            static_view(volume, sample, vkey, anatomy, class_names, allow_pickle)
+            st.caption(image_facts(volume.stored_shape, volume.stored_spacing,
+                                   volume.oriented_by == "affine",
+                                   volume.modality or volume.fmt or "image"))
             if volume.downsampled:
                 st.caption(f"Shown downsampled ×{volume.stride[0]} to keep memory bounded.")
             if volume.channels_total > len(volume.channel_names) and not volume.rgb:
@@ -209,10 +155,8 @@ with tabs[0]:
                            "channels.")
 
     dcm = dicom_file_of(sample.image, sample.series_files)
-    with st.expander("DICOM header", icon=":material/list_alt:"):
-        if dcm is None:
-            st.caption("Not a DICOM image: there is no DICOM header to show.")
-        else:
+    if dcm is not None:  # only DICOM images have a DICOM header
+        with st.expander("DICOM header", icon=":material/list_alt:"):
             show_phi = st.checkbox(
                 "Show patient-identifying tags", value=False, key="pv_show_phi",
                 help="Names, IDs, birth date, address, physicians, institution, accession "
@@ -250,7 +194,7 @@ if scan is not None:
                           "time (then they are cached)."):
             with st.spinner("Making thumbnails…"):
                 thumbs = class_thumbnails(scan, per_class, allow_pickle=allow_pickle,
-                                          modality=modality, class_names=card.classes)
+                                          modality=modality, class_names=class_names)
             for group in thumbs:
                 st.markdown(f"**{md_escape(group.name)}** · {group.count} images")
                 for col, thumb in zip(st.columns(per_class), group.thumbs):

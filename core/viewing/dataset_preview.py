@@ -34,6 +34,7 @@ class SampleRef:
     mask: str | None = None
     boxes: list[list[float]] = field(default_factory=list)
     box_labels: list[str] = field(default_factory=list)
+    mask_values: list[int] | None = None  # this mask's values of the labels, when not 1..N
 
 
 def sample_ref(sample) -> SampleRef:
@@ -50,7 +51,9 @@ def sample_ref(sample) -> SampleRef:
                      else None, mask=extra.get("label_path") or None,
                      boxes=[list(b) for b in extra.get("boxes") or []],
                      box_labels=[str(x) for x in extra.get("labels") or []]
-                     if extra.get("boxes") else [])
+                     if extra.get("boxes") else [],
+                     mask_values=[int(v) for v in extra["label_values"]]
+                     if extra.get("label_values") else None)
 
 
 _SCANS = _LRU(max_items=4, max_bytes=1 << 62, size_of=lambda s: 0)
@@ -70,6 +73,28 @@ def dataset_scan(root: str | Path, description: str = "", interpretation: str = 
                           lambda: scan_folder(path, description, interpretation or None))
     except (ScanError, OSError, ValueError) as exc:
         raise PreviewError(f"cannot list the dataset's images: {exc}") from None
+
+
+CASES = "Cases"
+
+
+def mask_labels_of(scan, card_classes: Sequence[str] = ()) -> list[str] | None:
+    """The label names of a segmentation dataset (its masks' values 1..N: the datacard's
+    classes, else the scan's), or None for a dataset whose samples have classes. A mask
+    dataset's samples carry no class of their own (the scanner calls each one a "case")."""
+    samples = getattr(scan, "samples", None) or []
+    masked = bool(samples) and all((s.extra or {}).get("label_path") for s in samples)
+    if getattr(scan, "task", "") != "segmentation" and not masked:
+        return None
+    return [str(c) for c in (card_classes or getattr(scan, "classes", None) or [])]
+
+
+def sample_groups(scan, card_classes: Sequence[str] = ()) -> dict[str, list[int]]:
+    """Group name -> indices of its samples: one group per class, or every case in one group
+    for a segmentation dataset."""
+    if mask_labels_of(scan, card_classes) is not None:
+        return {CASES: list(range(len(scan.samples)))}
+    return class_groups(scan.samples)
 
 
 def class_groups(samples: Sequence) -> dict[str, list[int]]:
@@ -116,7 +141,8 @@ def thumbnail(ref: SampleRef, size: int = THUMB_SIDE, allow_pickle: bool = False
         name = default_window_name(volume)
         shown = render_slice(volume, axis, index, window_for(volume, name), mask=mask,
                              class_names=class_names, boxes=boxes, box_labels=ref.box_labels,
-                             box_class_names=class_names, max_side=size)
+                             box_class_names=class_names, max_side=size,
+                             label_values=ref.mask_values)
         return shown.png()
     return _THUMBS.get(key, make)
 
@@ -142,7 +168,7 @@ def class_thumbnails(scan, per_class: int = 4, max_classes: int = MAX_THUMB_CLAS
     (the largest) and ``per_class`` (<= MAX_THUMBS_PER_CLASS) each. An unreadable sample gets
     its error instead of an image."""
     per_class = int(min(max(per_class, 1), MAX_THUMBS_PER_CLASS))
-    groups = class_groups(scan.samples)
+    groups = sample_groups(scan, class_names)
     chosen = sorted(groups, key=lambda c: (-len(groups[c]), c))[:max(1, int(max_classes))]
     out = []
     for name in sorted(chosen):

@@ -152,6 +152,7 @@ class DisplayVolume:
     ref: str
     slice_axis: int                     # stored axis of the slices (0 for arrays, else 2)
     affine: np.ndarray | None = None    # the stored image's RAS affine (voxel -> mm), if any
+    stored_spacing: tuple[float, ...] | None = None  # from the file, per stored axis
     stats: list[tuple[float, float, float, float]] = field(default_factory=list)
     #                                     per channel: (p0.5, p99.5, min, max)
 
@@ -228,6 +229,38 @@ def _channel_stats(channel: np.ndarray) -> tuple[float, float, float, float]:
     return float(lo), float(hi), float(flat.min()), float(flat.max())
 
 
+def files_stamp(ref: Any, series_files: Sequence[str] | None = None) -> tuple:
+    """(path, modification time) of every file an image reference reads: a cache key that
+    changes when a file does. Raises PreviewError for a missing file."""
+    return _stamp(ref, series_files)
+
+
+def _number(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def image_facts(stored_shape: Sequence[int], stored_spacing: Sequence[float] | None,
+                oriented: bool, kind: str = "") -> str:
+    """One line for a clinician: size, spacing and where it came from, the kind of image and
+    how a volume is oriented."""
+    is_3d = len(stored_shape) == 3
+    unit = "voxels" if is_3d else "pixels"
+    facts = [f"Size {' × '.join(str(int(n)) for n in stored_shape)} {unit}"]
+    if stored_spacing:
+        facts.append(f"{'Spacing' if is_3d else 'Pixel spacing'} "
+                     f"{' × '.join(_number(s) for s in stored_spacing)} mm (from the file "
+                     "header)")
+    else:
+        facts.append(f"No spacing stored in the file: shown with square {unit}")
+    if kind:
+        facts.append(kind)
+    if is_3d:
+        facts.append("shown in patient orientation from the file's affine (radiological: the "
+                     "patient's right on the left)" if oriented else
+                     "no orientation stored: axes shown in the stored order")
+    return " · ".join(facts) + "."
+
+
 def _check_size(ref: Any, series_files: Sequence[str] | None) -> None:
     """Refuse what would take unbounded time or memory to read for a preview: a folder with
     more than MAX_FOLDER_FILES files (a dataset root typed by mistake) or files (a series'
@@ -302,6 +335,7 @@ def build_volume(arr: np.ndarray, meta: dict, ref: Any = "", modality: str = "",
     data = _to_display(np.asarray(arr, dtype=np.float32), factor, ornt).astype(np.float32)
     stored_spacing = [float(s) for s in (meta.get("spacing") or [])][:len(spatial)]
     has_spacing = len(stored_spacing) == len(spatial) and all(s > 0 for s in stored_spacing)
+    file_spacing = tuple(stored_spacing) if has_spacing else None
     stored_spacing = stored_spacing if has_spacing else [1.0] * len(spatial)
     stored_spacing = stored_spacing + [1.0] * (3 - len(stored_spacing))
     spacing = [1.0, 1.0, 1.0]
@@ -320,7 +354,7 @@ def build_volume(arr: np.ndarray, meta: dict, ref: Any = "", modality: str = "",
         channels_total=channels_total, ref=str(meta.get("ref", ref)),
         slice_axis=0 if array_format and len(spatial) == 3 else 2,
         affine=np.asarray(meta["affine"], dtype=float) if meta.get("affine") is not None
-        else None, stats=stats)
+        else None, stored_spacing=file_spacing, stats=stats)
 
 
 _VOLUMES = _LRU(max_items=3, max_bytes=3 * MAX_DISPLAY_VOXELS * 4 + (64 << 20),

@@ -80,8 +80,11 @@ def window_choices(volume: DisplayVolume) -> list[str]:
 
 
 def default_window_name(volume: DisplayVolume, anatomy: str = "") -> str:
-    if not volume.hu:
-        return AUTO
+    return preset_for_anatomy(anatomy) if volume.hu else AUTO
+
+
+def preset_for_anatomy(anatomy: str = "") -> str:
+    """The CT window to show first for a dataset's anatomy (soft tissue when unknown)."""
     text = anatomy.lower()
     if any(w in text for w in ("lung", "chest", "thorax", "thoracic")):
         return "CT lung"
@@ -121,8 +124,20 @@ def hex_color(rgb: Sequence[int]) -> str:
     return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
-def label_name(value: int, class_names: Sequence[str] = ()) -> str:
-    return str(class_names[value - 1]) if 0 < value <= len(class_names) else f"label {value}"
+def label_name(value: int, class_names: Sequence[str] = (),
+               label_values: Sequence[int] | None = None, present: Sequence[int] = ()) -> str:
+    """The name of mask value ``value``: ``class_names[value - 1]``; with ``label_values``
+    (a mask numbered per file) the name whose value it is; a mask with one foreground value
+    (``present``) and one class name (a binary mask stored as 255) gets that name."""
+    names = list(class_names)
+    if label_values:
+        by_value = {int(v): names[i] for i, v in enumerate(label_values)
+                    if i < len(names) and int(v) > 0}
+        return str(by_value.get(int(value), f"label {value}"))
+    foreground = [int(v) for v in present if int(v) > 0]
+    if len(foreground) == 1 and len(names) == 1 and foreground[0] == int(value) > 1:
+        return str(names[0])
+    return str(names[value - 1]) if 0 < value <= len(names) else f"label {value}"
 
 
 def box_color(label: str, class_names: Sequence[str] = ()) -> tuple[int, int, int]:
@@ -165,6 +180,27 @@ class RenderedSlice:
         return buffer.getvalue()
 
 
+def resize_labels(plane: np.ndarray, height: int, width: int) -> np.ndarray:
+    """A label plane resized to (height, width): enlarged with smooth edges (each label's
+    area interpolated bilinearly, kept where it covers more than half a pixel), shrunk by
+    nearest neighbour."""
+    if plane.shape == (height, width):
+        return plane
+    values = mask_labels(plane)
+    if not values or (height <= plane.shape[0] and width <= plane.shape[1]):
+        return np.asarray(Image.fromarray(plane.astype(np.int32), mode="I").resize(
+            (width, height), Image.Resampling.NEAREST)).astype(np.int16)
+    out = np.zeros((height, width), np.int16)
+    best = np.full((height, width), 0.5, np.float32)
+    for value in values:
+        cover = np.asarray(Image.fromarray((plane == value).astype(np.float32), mode="F")
+                           .resize((width, height), Image.Resampling.BILINEAR))
+        take = cover > best
+        out[take] = value
+        best = np.maximum(best, cover)
+    return out
+
+
 def _shown_size(rows: int, cols: int, pixel_mm: tuple[float, float],
                 max_side: int | None) -> tuple[int, int]:
     """(height, width) with square pixels in mm, longest side ``max_side`` when given."""
@@ -181,9 +217,12 @@ def render_slice(volume: DisplayVolume, axis: str, index: int,
                  mask: np.ndarray | None = None, opacity: float = 0.4,
                  class_names: Sequence[str] = (), boxes: Sequence[Sequence[float]] = (),
                  box_labels: Sequence[str] = (), box_class_names: Sequence[str] = (),
-                 max_side: int | None = MAX_SIDE) -> RenderedSlice:
-    """One slice as an RGB image: windowed, resampled to true aspect, mask blended in, boxes
-    (display-grid boxes from ``display_boxes``) drawn. ``window`` is (width, level)."""
+                 max_side: int | None = MAX_SIDE,
+                 label_values: Sequence[int] | None = None) -> RenderedSlice:
+    """One slice as an RGB image: windowed, resampled to true aspect (smoothly: bicubic when
+    enlarged, so no pixel blocks), mask blended in with smooth edges, boxes (display-grid
+    boxes from ``display_boxes``) drawn. ``window`` is (width, level); ``label_values``: the
+    mask's values of ``class_names`` when they are not 1..N."""
     if volume.rgb:
         planes = [extract_slice(volume.data[c], axis, index) for c in range(3)]
         top = max(s[3] for s in volume.stats)
@@ -198,19 +237,19 @@ def render_slice(volume: DisplayVolume, axis: str, index: int,
     pixel_mm = slice_pixel_mm(volume, axis)
     height, width_px = _shown_size(rows, cols, pixel_mm, max_side)
     if (height, width_px) != (rows, cols):
+        enlarged = height > rows or width_px > cols
         rgb = np.asarray(Image.fromarray(rgb, mode="RGB").resize(
-            (width_px, height), Image.Resampling.BILINEAR))
+            (width_px, height), Image.Resampling.BICUBIC if enlarged
+            else Image.Resampling.BILINEAR))
     shown_labels, legend = None, []
     if mask is not None:
-        plane = extract_slice(mask, axis, index)
-        if (height, width_px) != plane.shape:
-            plane = np.asarray(Image.fromarray(plane.astype(np.int32), mode="I").resize(
-                (width_px, height), Image.Resampling.NEAREST)).astype(np.int16)
+        plane = resize_labels(extract_slice(mask, axis, index), height, width_px)
         shown_labels = plane
         rgb = overlay_mask(rgb, plane, opacity)
         in_slice = set(mask_labels(plane))
-        legend = [LegendItem(v, label_name(v, class_names), hex_color(label_color(v)),
-                             v in in_slice) for v in mask_labels(mask)]
+        present = mask_labels(mask)
+        legend = [LegendItem(v, label_name(v, class_names, label_values, present),
+                             hex_color(label_color(v)), v in in_slice) for v in present]
     drawn: list[dict] = []
     on_slice = boxes_on_slice(boxes, volume, axis, index) if len(boxes) else []
     if on_slice:

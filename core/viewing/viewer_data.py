@@ -1,0 +1,458 @@
+"""What the interactive image viewer (``components/viewer``: a Streamlit component around the
+WebGL viewer Niivue) is sent: an image and its label layers (a mask, a model's prediction, the
+boxes of a detection index) as gzip NIfTI volumes on one grid, with what the viewer shows
+beside them (window presets, label names and colours, spacing). No UI here; the page calls
+``pages/viewer_widget.py``.
+
+* The grid is the preview's display grid (``display_volume``): a volume with an affine is
+  reoriented to the closest canonical (RAS) voxel order with nibabel's ``as_closest_canonical``
+  and keeps its true voxel-to-mm affine, so the viewer shows it in patient orientation with the
+  stored spacing (three orthogonal views, aspect ratio right); without an affine (arrays, 2D
+  images) the stored layout is kept and the stored spacing (or 1 mm) is used.
+* Values are sent in the smallest type that holds them exactly (uint8, int16 - CT in HU - or
+  float32), at full resolution when the image is at most ``MAX_VIEWER_BYTES`` (a 512 x 512 x
+  300 CT is), else downsampled by an integer stride.
+* Masks and predictions are label volumes (values 1..N) on the same grid; boxes become a label
+  volume of their outlines. The viewer toggles every label of every layer on its own.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from core.viewing.display_volume import (ARRAY_FORMATS, MAX_CHANNELS, RASTER_FORMATS,
+                                         PreviewError, _channel_names, _channel_stats, _is_hu,
+                                         _orientation, _read)
+from core.viewing.overlays import boxes_on_grid, stored_labels
+from core.viewing.slice_render import (AUTO, FULL_RANGE, WINDOW_PRESETS, box_color, hex_color,
+                                       label_color, label_name, preset_for_anatomy)
+
+MAX_VIEWER_BYTES = 160 << 20   # image values sent to the browser, uncompressed
+MAX_SENT_BYTES = 150 << 20     # every volume of one view, compressed (a message is <= 200 MB)
+GZIP_LEVEL = 1                 # fast; CT and masks still shrink a lot
+SCL_OFFSET = 112               # byte offset of scl_slope, scl_inter in a NIfTI-1 header
+
+
+@dataclass
+class ViewerLabel:
+    value: int
+    name: str
+    color: str                  # hex
+
+
+@dataclass
+class ViewerLayer:
+    key: str                    # "mask", "prediction", "boxes"
+    title: str
+    nifti: bytes                # .nii.gz on the image's grid
+    labels: list[ViewerLabel]
+    opacity: float = 0.45
+
+
+@dataclass
+class ViewerPayload:
+    image: bytes                          # .nii.gz
+    name: str
+    shape: tuple[int, int, int]           # voxels sent, display (RAS) axis order
+    spacing: tuple[float, float, float]   # mm per voxel sent, display axis order
+    stored_shape: tuple[int, ...]
+    stored_spacing: tuple[float, ...] | None  # from the file, per stored axis; None: not stored
+    is_3d: bool
+    rgb: bool
+    hu: bool
+    oriented: bool                        # patient orientation known (an affine was stored)
+    stride: int
+    window: tuple[float, float]           # (width, level) shown first
+    presets: list[tuple[str, float, float]]  # (name, width, level)
+    preset: str                           # the preset shown first
+    main_axis: int                        # display axis the stored slices are stacked along
+    modality: str = ""
+    channel: int = 0                      # the channel shown
+    channel_names: list[str] = field(default_factory=list)  # of the image as stored
+    focus: tuple[float, float, float] | None = None  # where the crosshair starts (0-1 per axis)
+    layers: list[ViewerLayer] = field(default_factory=list)
+    key: str = ""                         # digest of everything sent
+
+    @property
+    def downsampled(self) -> bool:
+        return self.stride > 1
+
+    @property
+    def sent_bytes(self) -> int:
+        return len(self.image) + sum(len(layer.nifti) for layer in self.layers)
+
+    def meta(self, height: int = 560) -> dict:
+        """The JSON part of the component's arguments (the volumes go as bytes beside it)."""
+        return {
+            "key": self.key, "name": self.name, "is3d": self.is_3d, "rgb": self.rgb,
+            "hu": self.hu, "unit": "HU" if self.hu else "", "oriented": self.oriented,
+            "shape": list(self.shape), "spacing": [round(s, 4) for s in self.spacing],
+            "window": [float(self.window[0]), float(self.window[1])],
+            "presets": [{"name": n, "width": float(w), "level": float(lv)}
+                        for n, w, lv in self.presets],
+            "preset": self.preset, "mainAxis": self.main_axis, "height": int(height),
+            "focus": list(self.focus) if self.focus else None,
+            "layers": [{"key": layer.key, "title": layer.title, "opacity": layer.opacity,
+                        "labels": [vars(lbl) for lbl in layer.labels]}
+                       for layer in self.layers]}
+
+    def component_args(self, height: int = 560) -> dict:
+        """Keyword arguments for the component: ``meta`` plus one bytes argument per volume
+        (Streamlit sends bytes arguments as binary)."""
+        args: dict[str, Any] = {"meta": self.meta(height), "image": self.image}
+        for layer in self.layers:
+            args[f"layer_{layer.key}"] = layer.nifti
+        return args
+
+
+# ----------------------------------------------------------------------------- the grid
+
+@dataclass
+class _Grid:
+    stored_shape: tuple[int, ...]
+    stride: int
+    ornt: np.ndarray | None       # stored axis -> display axis when there is no affine
+    affine: np.ndarray | None     # stored voxel -> mm (RAS), when stored
+    spacing: tuple[float, ...]    # per stored axis (1.0 when not stored)
+    array_format: bool
+
+    def to_display(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A stored-layout array (2 or 3 axes) -> (display-grid (X, Y, Z) array, its affine)."""
+        import nibabel as nib
+        from nibabel.orientations import apply_orientation
+        s = self.stride
+        strided = values[(slice(None, None, s),) * values.ndim]
+        if self.affine is not None:
+            scaled = self.affine @ np.diag([s, s, s, 1.0])
+            canonical = nib.as_closest_canonical(nib.Nifti1Image(strided, scaled))
+            return np.asanyarray(canonical.dataobj), canonical.affine
+        if strided.ndim == 2:
+            strided = strided[..., None]
+        data = apply_orientation(strided, self.ornt)
+        spacing = [1.0, 1.0, 1.0]
+        for axis in range(3):
+            step = s if axis < len(self.stored_shape) else 1
+            stored = self.spacing[axis] if axis < len(self.spacing) else 1.0
+            spacing[int(self.ornt[axis, 0])] = stored * step
+        return data, np.diag(spacing + [1.0])
+
+
+def _grid(meta: dict, stored_shape: Sequence[int], stride: int) -> _Grid:
+    fmt = str(meta.get("format", ""))
+    ornt, oriented_by = _orientation(meta, len(stored_shape), fmt in ARRAY_FORMATS)
+    spacing = [float(s) for s in (meta.get("spacing") or [])][:len(stored_shape)]
+    if len(spacing) != len(stored_shape) or not all(s > 0 for s in spacing):
+        spacing = [1.0] * len(stored_shape)
+    affine = np.asarray(meta["affine"], dtype=float) if oriented_by == "affine" else None
+    return _Grid(tuple(int(n) for n in stored_shape), stride, None if affine is not None
+                 else ornt, affine, tuple(spacing), fmt in ARRAY_FORMATS)
+
+
+def main_axis(meta: dict, stored_shape: Sequence[int]) -> int:
+    """The display axis along which the stored slices are stacked (2 = axial for 2D)."""
+    if len(stored_shape) < 3:
+        return 2
+    fmt = str(meta.get("format", ""))
+    ornt, _ = _orientation(meta, 3, fmt in ARRAY_FORMATS)
+    slice_axis = 0 if fmt in ARRAY_FORMATS else 2
+    return int(ornt[slice_axis, 0])
+
+
+# ----------------------------------------------------------------------------- values
+
+def compact(values: np.ndarray) -> np.ndarray:
+    """The values in the smallest of uint8 / int16 that holds each of them exactly, else
+    float32 (non-finite values become 0)."""
+    values = np.asarray(values)
+    if values.dtype.kind in "ui" and values.dtype.itemsize <= 2:
+        lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    else:
+        values = np.asarray(values, dtype=np.float32)
+        if not np.isfinite(values).all():
+            values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+        lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+        flat = values.reshape(-1)
+        step = 1 << 22
+        if not all(np.array_equal(part, np.floor(part))
+                   for part in (flat[i:i + step] for i in range(0, flat.size, step))):
+            return values
+    if 0 <= lo and hi <= 255:
+        return values.astype(np.uint8)
+    if -32768 <= lo and hi <= 32767:
+        return values.astype(np.int16)
+    return values.astype(np.float32)
+
+
+def nifti_gz(data: np.ndarray, affine: np.ndarray) -> bytes:
+    """A NIfTI-1 file (gzip level GZIP_LEVEL) of ``data`` with ``affine`` as its sform and
+    qform, values unscaled (scl_slope 1, scl_inter 0 written explicitly: nibabel writes NaN,
+    which some readers take as an offset of 1)."""
+    import nibabel as nib
+    image = nib.Nifti1Image(np.ascontiguousarray(data), affine)
+    image.set_sform(affine, code=1)
+    image.set_qform(affine, code=1)
+    raw = bytearray(image.to_bytes())
+    struct.pack_into("<ff" if raw[0] == 92 else ">ff", raw, SCL_OFFSET, 1.0, 0.0)
+    return gzip.compress(bytes(raw), compresslevel=GZIP_LEVEL, mtime=0)
+
+
+def _rgb(channels: np.ndarray) -> np.ndarray:
+    """(3, ...) values -> a NIfTI RGB24 array of the same spatial shape."""
+    top = float(channels.max()) if channels.size else 0.0
+    scale = 255.0 / top if top > 255 else (255.0 if top <= 1.0 else 1.0)
+    scaled = np.rint(np.clip(channels * scale, 0, 255)).astype(np.uint8)
+    out = np.empty(channels.shape[1:], dtype=[("R", "u1"), ("G", "u1"), ("B", "u1")])
+    out["R"], out["G"], out["B"] = scaled[0], scaled[1], scaled[2]
+    return out
+
+
+def _stride_for(stored_shape: Sequence[int], itemsize: int, max_bytes: int) -> int:
+    factor = 1
+    while itemsize * math.prod(math.ceil(n / factor) for n in stored_shape) > max_bytes:
+        factor += 1
+    return factor
+
+
+def _windows(sample: np.ndarray, hu: bool, anatomy: str) -> tuple[list, str, tuple]:
+    """Presets (CT ones for HU), the one shown first and its (width, level)."""
+    lo, hi, vmin, vmax = _channel_stats(np.asarray(sample, dtype=np.float32))
+    auto = (max(hi - lo, 1e-6), (hi + lo) / 2)
+    full = (max(vmax - vmin, 1e-6), (vmax + vmin) / 2)
+    presets = [(n, w, lv) for n, (w, lv) in WINDOW_PRESETS.items()] if hu else []
+    presets += [(AUTO, *auto), (FULL_RANGE, *full)]
+    name = preset_for_anatomy(anatomy) if hu else AUTO
+    window = next((w, lv) for n, w, lv in presets if n == name)
+    return presets, name, window
+
+
+# ----------------------------------------------------------------------------- labels
+
+def label_entries(values: Sequence[int], class_names: Sequence[str] = (),
+                  label_values: Sequence[int] | None = None) -> list[ViewerLabel]:
+    """Names and colours of the label values present in a mask, named and coloured as the
+    static view does (``slice_render.label_name``, ``label_color``)."""
+    present = [int(v) for v in values if int(v) > 0]
+    return [ViewerLabel(v, label_name(v, class_names, label_values, present),
+                        hex_color(label_color(v))) for v in present]
+
+
+def present_values(labels: np.ndarray) -> list[int]:
+    """The label values > 0 in a label volume (counted, not sorted: fast on big volumes)."""
+    if not labels.size:
+        return []
+    counts = np.bincount(np.clip(labels.reshape(-1), 0, None).astype(np.int64))
+    return [int(v) for v in np.nonzero(counts)[0] if v > 0]
+
+
+def _label_layer(key: str, title: str, labels_stored: np.ndarray, grid: _Grid,
+                 class_names: Sequence[str], label_values: Sequence[int] | None,
+                 opacity: float) -> tuple[ViewerLayer, np.ndarray]:
+    """The layer and its labels on the display grid."""
+    data, affine = grid.to_display(labels_stored)
+    values = present_values(data)
+    data = data.astype(np.uint8 if not values or max(values) <= 255 else np.int16)
+    return ViewerLayer(key, title, nifti_gz(data, affine),
+                       label_entries(values, class_names, label_values), opacity), data
+
+
+def _boxes_layer(boxes: Sequence[Sequence[float]], box_labels: Sequence[str],
+                 class_names: Sequence[str], grid: _Grid, shape: tuple[int, int, int],
+                 affine: np.ndarray) -> ViewerLayer | None:
+    """Box outlines (drawn on every axial plane a box crosses) as a label volume: one label
+    per box class, coloured as in the static view."""
+    if grid.ornt is not None:
+        ornt = grid.ornt
+    else:
+        from nibabel.orientations import io_orientation
+        ornt = io_orientation(grid.affine)
+    shown = boxes_on_grid(boxes, ornt, grid.stride, shape, len(grid.stored_shape))
+    if not shown:
+        return None
+    label_of = [str(box_labels[i]) if i < len(box_labels) else "box" for i in range(len(boxes))]
+    names = list(dict.fromkeys(label_of[i] for i, _ in shown))
+    volume = np.zeros(shape, np.uint8)
+    width = max(1, round(min(shape[0], shape[1]) / 256))
+    for index, box in shown:
+        value = names.index(label_of[index]) + 1
+        x0, y0, z0 = (int(max(0, math.floor(v))) for v in box[:3])
+        x1, y1, z1 = (int(min(n, math.ceil(v))) for v, n in zip(box[3:], shape))
+        if x1 <= x0 or y1 <= y0 or z1 <= z0:
+            continue
+        w = max(1, min(width, (x1 - x0) // 2, (y1 - y0) // 2))
+        for xs, ys in ((slice(x0, x1), slice(y0, y0 + w)), (slice(x0, x1), slice(y1 - w, y1)),
+                       (slice(x0, x0 + w), slice(y0, y1)), (slice(x1 - w, x1), slice(y0, y1))):
+            volume[xs, ys, z0:z1] = value
+    labels = [ViewerLabel(i + 1, f"{name} (box)", hex_color(box_color(name, class_names)))
+              for i, name in enumerate(names)]
+    return ViewerLayer("boxes", "Boxes", nifti_gz(volume, affine), labels, 0.9)
+
+
+# ----------------------------------------------------------------------------- payloads
+
+def _finish(payload: ViewerPayload) -> ViewerPayload:
+    digest = hashlib.sha1(payload.image)
+    for layer in payload.layers:
+        digest.update(layer.key.encode())
+        digest.update(layer.nifti)
+        digest.update(repr([vars(lbl) for lbl in layer.labels]).encode())
+    payload.key = digest.hexdigest()[:16]
+    return payload
+
+
+def focus_of(labels: np.ndarray) -> tuple[float, float, float] | None:
+    """The centre of a label volume's foreground as fractions of each axis (where the
+    crosshair starts: on the mask), or None when it is empty."""
+    fractions = []
+    for axis in range(3):
+        other = tuple(a for a in range(3) if a != axis)
+        counts = np.count_nonzero(labels, axis=other) if labels.ndim == 3 else None
+        if counts is None or not counts.any():
+            return None
+        centre = float(np.average(np.arange(counts.size), weights=counts))
+        fractions.append((centre + 0.5) / counts.size)
+    return tuple(fractions)  # type: ignore[return-value]
+
+
+def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
+                  modality: str = "",
+                  channel: int = 0, anatomy: str = "",
+                  masks: Sequence[tuple[str, str, np.ndarray, Sequence[int] | None]] = (),
+                  class_names: Sequence[str] = (), boxes: Sequence[Sequence[float]] = (),
+                  box_labels: Sequence[str] = (),
+                  max_bytes: int = MAX_VIEWER_BYTES,
+                  max_sent: int = MAX_SENT_BYTES) -> ViewerPayload:
+    """A viewer payload from ``read_image``'s ``(array (C, *spatial), meta)``.
+
+    ``masks``: (key, title, labels in the stored layout (``overlays.stored_labels``), per-file
+    label values or None) for each label layer; ``channel``: the channel shown (a
+    multi-sequence MRI, a 4D series). Raises PreviewError for what cannot be shown."""
+    if arr.ndim not in (3, 4):
+        raise PreviewError(f"{name or 'the image'}: an array of shape {list(arr.shape[1:])} is "
+                           "not a 2D or 3D image")
+    fmt = str(meta.get("format", ""))
+    spatial = list(arr.shape[1:])
+    if len(spatial) == 3 and spatial[2] == 1:  # a 2D image stored with one slice
+        arr, spatial = arr[..., 0], spatial[:2]
+        meta = {k: v for k, v in meta.items() if k != "affine"}
+        if meta.get("spacing"):
+            meta["spacing"] = list(meta["spacing"])[:2]
+    photometric = str(meta.get("photometric", "")).upper()
+    rgb = arr.shape[0] in (3, 4) and len(spatial) == 2 and (
+        fmt in RASTER_FORMATS or (fmt == "dicom" and photometric not in ("", "MONOCHROME1",
+                                                                           "MONOCHROME2")))
+    if rgb:
+        values = arr[:3]
+        itemsize = 3
+    else:
+        values = compact(arr[min(max(int(channel), 0), arr.shape[0] - 1)])
+        itemsize = values.dtype.itemsize
+    stride = _stride_for(spatial, itemsize, max_bytes)
+    stored_spacing = [float(s) for s in (meta.get("spacing") or [])][:len(spatial)]
+    has_spacing = len(stored_spacing) == len(spatial) and all(s > 0 for s in stored_spacing)
+    while True:
+        grid = _grid(meta, spatial, stride)
+        if rgb:
+            data, affine = grid.to_display(_rgb(values))
+        else:
+            data, affine = grid.to_display(values)
+        shape = tuple(int(n) for n in data.shape)
+        layers, focus = [], None
+        for key, title, labels, label_values in masks:
+            layer, shown = _label_layer(key, title, labels, grid, class_names, label_values,
+                                        0.45 if key == "mask" else 0.55)
+            layers.append(layer)
+            focus = focus or (focus_of(shown) if len(spatial) == 3 else None)
+        if len(boxes):
+            layer = _boxes_layer(boxes, box_labels, class_names, grid, shape, affine)
+            if layer is not None:
+                layers.append(layer)
+        image = nifti_gz(data, affine)
+        total = len(image) + sum(len(layer.nifti) for layer in layers)
+        if total <= max_sent or min(shape[:len(spatial)]) <= 16:
+            break
+        stride += 1
+    modality = str(meta.get("modality") or modality or "")
+    if rgb:
+        hu, presets, preset, window = False, [], "", (255.0, 127.5)
+    else:
+        step = max(1, math.ceil((data.size / (1 << 22)) ** (1 / 3)))
+        sample = data[::step, ::step, ::step]
+        hu = _is_hu(modality, fmt, float(sample.min()), float(sample.max()))
+        presets, preset, window = _windows(sample, hu, anatomy)
+    spacing = tuple(float(np.linalg.norm(affine[:3, i])) for i in range(3))
+    return _finish(ViewerPayload(
+        image=image, name=name, shape=shape, spacing=spacing,  # type: ignore[arg-type]
+        stored_shape=tuple(spatial), stored_spacing=tuple(stored_spacing) if has_spacing
+        else None, is_3d=len(spatial) == 3, rgb=rgb, hu=hu,
+        oriented=grid.affine is not None, stride=stride, window=window, presets=presets,
+        preset=preset, main_axis=main_axis(meta, spatial), modality=modality,
+        channel=0 if rgb else min(max(int(channel), 0), arr.shape[0] - 1),
+        channel_names=["RGB"] if rgb else _channel_names(ref, min(arr.shape[0], MAX_CHANNELS),
+                                                         fmt),
+        focus=focus, layers=layers))
+
+
+def volume_payload(ref: Any, *, allow_pickle: bool = False, modality: str = "",
+                   series_files: Sequence[str] | None = None, channel: int = 0,
+                   anatomy: str = "", mask_ref: Any = None,
+                   mask_values: Sequence[int] | None = None, class_names: Sequence[str] = (),
+                   boxes: Sequence[Sequence[float]] = (), box_labels: Sequence[str] = (),
+                   max_bytes: int = MAX_VIEWER_BYTES) -> tuple[ViewerPayload, str]:
+    """The payload of an image reference with its mask and boxes, and a warning ("" when
+    none) when the mask could not be overlaid. Raises PreviewError for the image."""
+    arr, meta = _read(ref, allow_pickle, series_files)
+    name = str(meta.get("ref", ref))
+    masks, warning = [], ""
+    if mask_ref:
+        try:
+            spatial = tuple(arr.shape[1:])
+            spatial = spatial[:2] if len(spatial) == 3 and spatial[2] == 1 else spatial
+            labels = stored_labels(_read(mask_ref, allow_pickle, None)[0], spatial,
+                                   str(mask_ref))
+            masks.append(("mask", "Mask", labels, mask_values))
+        except PreviewError as exc:
+            warning = str(exc)
+    payload = build_payload(arr, meta, ref=ref, name=name.rsplit("/", 1)[-1], modality=modality,
+                            channel=channel, anatomy=anatomy, masks=masks,
+                            class_names=class_names, boxes=boxes, box_labels=box_labels,
+                            max_bytes=max_bytes)
+    return payload, warning
+
+
+def arrays_payload(image: np.ndarray, *, spacing: Sequence[float] | None = None,
+                   affine: np.ndarray | None = None, mask: np.ndarray | None = None,
+                   prediction: np.ndarray | None = None, class_names: Sequence[str] = (),
+                   modality: str = "", name: str = "image",
+                   max_bytes: int = MAX_VIEWER_BYTES) -> ViewerPayload:
+    """The payload of an image held in memory (the Models page's prediction): ``image`` is
+    (X, Y) or (X, Y, Z) in MONAI's axis order (x first, as ``read_image`` gives it), ``mask``
+    (ground truth) and ``prediction`` label arrays on the same grid (values 1..N =
+    ``class_names``). ``affine`` (voxel -> RAS mm) orients a volume; without one the volume
+    keeps its stored layout with ``spacing`` (or 1 mm)."""
+    image = np.asarray(image)
+    if image.ndim not in (2, 3):
+        raise PreviewError(f"{name}: an array of shape {list(image.shape)} is not a 2D or 3D "
+                           "image")
+    meta: dict[str, Any] = {"format": "nifti" if image.ndim == 3 else "png"}
+    if spacing is not None and len(spacing) == image.ndim:
+        meta["spacing"] = [float(s) for s in spacing]
+    if affine is not None and image.ndim == 3:
+        meta["affine"] = np.asarray(affine, dtype=float)
+    masks = []
+    for key, title, labels in (("mask", "Mask", mask), ("prediction", "Prediction", prediction)):
+        if labels is not None:
+            labels = np.asarray(labels)
+            if labels.shape != image.shape:
+                raise PreviewError(f"{title.lower()} of shape {list(labels.shape)} is not on "
+                                   f"the image's grid {list(image.shape)}")
+            masks.append((key, title, np.clip(np.rint(labels), 0, 32767).astype(np.int16),
+                          None))
+    return build_payload(image[None].astype(np.float32, copy=False), meta, name=name,
+                         modality=modality, masks=masks, class_names=class_names,
+                         max_bytes=max_bytes)
