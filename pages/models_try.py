@@ -1,5 +1,7 @@
-"""The Models page's Try it on an image tab: upload an image, run the model on it (the model
+"""The Models page's Try it on an image tab: upload images, run the model on each (the model
 cached per job folder and weights) and show its class probabilities, mask, boxes or report.
+Several files are several images, one result each (the DICOM slices of one series are one
+volume for a 3D model); a file added or removed reruns only what changed.
 Not a page itself (app.py lists the pages)."""
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import streamlit as st
 
 from core import RESEARCH_ONLY
 from core.viewing.decision_views import decision_for
-from core.viewing.inference import ACCEPTED_TEXT, MAX_UPLOAD_MB, predict_upload
-from core.viewing.model_loading import (InferenceError, load_model, model_files_missing,
-                                        preprocessing_config, training_images, weights_stamp)
+from core.viewing.inference import (MAX_IMAGES, MAX_UPLOAD_MB, accepted_text, group_uploads,
+                                    predict_upload)
+from core.viewing.model_loading import (InferenceError, load_model, model_dims,
+                                        model_files_missing, preprocessing_config,
+                                        training_images, weights_stamp)
 from core.viewing.prediction_views import (box_corners_on_slice, boxes_at_least, busiest_slice,
                                            depth_of, first_box_slice, mask_sizes, middle_slice)
 from pages.models_charts import (COLOUR_NAMES, PLOT_CONFIG, boxes_figure, image_figure,
@@ -133,7 +137,7 @@ def show_try(model_id, workspace: Path, home: Path) -> None:
         st.info(f"This model cannot be run here: {problem}.", icon=":material/info:")
         return
     config = preprocessing_config(workspace)
-    st.caption("Run the model on one image of your own. It is preprocessed exactly as the "
+    st.caption("Run the model on images of your own. Each is preprocessed exactly as the "
                "training images were (the model's own dataloader and the settings below), "
                "kept only for the prediction in a temporary folder of the M3Builder home, "
                "and never sent anywhere.")
@@ -143,26 +147,44 @@ def show_try(model_id, workspace: Path, home: Path) -> None:
                     "image: the model knows nothing else.")
     with st.expander("Preprocessing used (the model's own)"):
         st.json(config)
+    dims = model_dims(workspace)
+    accepted = accepted_text(dims)
     key = f"upload-{model_id}"
     uploaded = st.file_uploader(
-        f"Image ({ACCEPTED_TEXT}; several files only as the DICOM slices of one series)",
-        accept_multiple_files=True, key=key, max_upload_size=MAX_UPLOAD_MB,
-        help=f"At most {MAX_UPLOAD_MB} MB.")
-    if uploaded:
-        files = [(f.name, f.getvalue()) for f in uploaded]
-        signature = (model_id, tuple((f.name, f.size, f.file_id) for f in uploaded))
-        last = st.session_state.get("models-last-prediction")
-        if last and last[0] == signature:
-            outcome = last[1]
-        else:
+        f"Images: {accepted}", accept_multiple_files=True, key=key,
+        max_upload_size=MAX_UPLOAD_MB,
+        help=f"At most {MAX_UPLOAD_MB} MB. Each file is run on its own"
+             + (" (the DICOM slices of one series together make one volume)" if dims == 3
+                else "") + "; remove a file with its ×.")
+    if not uploaded:
+        return
+    images = group_uploads([(f.name, f.getvalue()) for f in uploaded], dims)
+    if len(images) > MAX_IMAGES:
+        st.warning(f"{len(images)} images were added; the first {MAX_IMAGES} are run. Remove "
+                   "some to run the others.", icon=":material/warning:")
+        images = images[:MAX_IMAGES]
+    done = st.session_state.get("models-predictions", {})
+    kept, outcomes = {}, []
+    for image in images:
+        signature = (model_id, tuple(uploaded[j].file_id for j in image.indices))
+        if signature not in done:
             try:
                 model = cached_model(str(workspace), weights_stamp(workspace))
-                with st.spinner("Running the model…"):
-                    outcome = predict_upload(model, home, files)
+                with st.spinner(f"Running the model on {image.label}…"):
+                    done[signature] = predict_upload(model, home, image.files)
             except InferenceError as exc:
-                outcome = exc
-            st.session_state["models-last-prediction"] = (signature, outcome)
-        if isinstance(outcome, InferenceError):
-            st.error(f"{outcome}", icon=":material/error:")
-        else:
-            show_prediction(outcome, key)
+                done[signature] = exc
+        kept[signature] = done[signature]
+        outcomes.append(done[signature])
+    st.session_state["models-predictions"] = kept  # only the images shown are kept
+    if len(images) > 1:
+        st.caption(f"{len(images)} images, each run on its own: one tab per image.")
+        tabs = st.tabs([f"{i}. {image.label}" for i, image in enumerate(images, start=1)])
+    else:
+        tabs = [st.container()]
+    for i, (tab, outcome) in enumerate(zip(tabs, outcomes)):
+        with tab:
+            if isinstance(outcome, InferenceError):
+                st.error(f"{outcome}", icon=":material/error:")
+            else:
+                show_prediction(outcome, f"{key}-{i}")

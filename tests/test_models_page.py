@@ -130,17 +130,21 @@ def texts(at: AppTest) -> str:
 
 # ------------------------------------------------------------------------------ fast
 def test_upload_checks_name_the_problem_and_leave_nothing(tmp_path):
-    with pytest.raises(InferenceError, match=r"\.txt files are not accepted.*PNG, JPEG, NIfTI"):
-        check_upload([("notes.txt", 10)])
+    with pytest.raises(InferenceError, match=r"notes\.txt is a text file, .*PNG, JPEG, NIfTI"):
+        with saved_upload(tmp_path, [("notes.txt", b"not an image")]):
+            pass
     with pytest.raises(InferenceError, match="empty"):
         check_upload([("scan.nii.gz", 0)])
     with pytest.raises(InferenceError, match="limit is 200 MB"):
         check_upload([("huge.nii.gz", 201 * 1024 * 1024)])
     with pytest.raises(InferenceError, match="DICOM slices of one series"):
-        check_upload([("a.png", 10), ("b.png", 10)])
+        with saved_upload(tmp_path, [("a.dcm", CR_FILE.read_bytes()),
+                                     ("b.nii", nib.Nifti1Image(np.zeros((2, 2, 2)),
+                                                               np.eye(4)).to_bytes())]):
+            pass
     check_upload([("scan.NII.GZ", 10)])
     check_upload([("IM0001", 10), ("IM0002.dcm", 10)])
-    with pytest.raises(InferenceError, match="not a DICOM file"):
+    with pytest.raises(InferenceError, match="fake.dcm is a text file"):
         with saved_upload(tmp_path, [("fake.dcm", b"plain text, no DICM marker")]):
             pass
     with saved_upload(tmp_path, [(CR_FILE.name, CR_FILE.read_bytes())]) as ref:
@@ -351,7 +355,9 @@ def test_page_upload_wrong_type_errors_and_png_gives_probabilities(trained, mode
     charts = len(at.get("plotly_chart"))
     at.file_uploader[0].set_value(("notes.txt", b"not an image", "text/plain")).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any(".txt files are not accepted" in e.value for e in at.error)
+    assert any("notes.txt is a text file, not an image this model reads" in e.value
+               for e in at.error)
+    assert not any(str(models_home) in e.value or "Error:" in e.value for e in at.error)
     assert len(at.get("plotly_chart")) == charts
 
     ref = first_test_image(workspace(trained, "diagnosis"))

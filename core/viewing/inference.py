@@ -7,8 +7,13 @@ instantiated with ``dataloader_config.json``) is imported and its dataset class 
 transforms the upload exactly as it did the test images.
 
 Uploads are written to a fresh folder under ``<home>/tmp/inference/`` (never into a dataset
-folder) and removed when the prediction is done. Only PNG, JPEG, NIfTI and DICOM are accepted;
-several files only as the DICOM slices of one series.
+folder) and removed when the prediction is done. What a file is comes from its first bytes
+(``core.viewing.upload_kinds``), not its name: PNG, JPEG, NIfTI and DICOM are accepted (saved
+under the suffix their content calls for), anything else is refused by name ("report.pdf is a
+PDF document") with the formats the model takes and what to do. Several files are several
+images, each run on its own (``group_uploads``), except the DICOM slices of one series for a 3D
+model, which are one volume. Messages about an upload name the file, never the folder it was
+saved in or an exception's class.
 """
 from __future__ import annotations
 
@@ -26,12 +31,17 @@ import numpy as np
 
 from core.imaging.refs import ELEMENT_RE, MANIFEST_SUFFIX, MissingImageFile, ref_files, suffix_of
 from core.viewing.model_loading import InferenceError, LoadedModel
+from core.viewing.upload_kinds import FileKind, sniff
 
 UPLOAD_DIR = ("tmp", "inference")  # under the home folder
 MAX_UPLOAD_MB = 200
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
-UPLOAD_SUFFIXES = (".png", ".jpg", ".jpeg", ".nii", ".nii.gz", ".dcm", ".dicom")
+DICOM_NAMES = ("", ".dcm", ".dicom")
 ACCEPTED_TEXT = "PNG, JPEG, NIfTI (.nii, .nii.gz) or DICOM (.dcm, or DICOM files without a suffix)"
+ACCEPTED_2D = "PNG, JPEG or a single DICOM image (a 2D NIfTI file too)"
+ACCEPTED_3D = ("a NIfTI volume (.nii, .nii.gz), a multi-frame DICOM file, or the DICOM slices of "
+               "one series chosen together")
+MAX_IMAGES = 8  # images run per upload; more are named and left out
 
 
 @dataclass
@@ -64,6 +74,11 @@ def _safe_name(name: str, index: int | None) -> str:
     return base if index is None else f"{index:04d}_{base}"
 
 
+def accepted_text(spatial_dims: int) -> str:
+    """The files a model of ``spatial_dims`` (2, 3; 0 unknown) reads, in words."""
+    return {2: ACCEPTED_2D, 3: ACCEPTED_3D}.get(spatial_dims, ACCEPTED_TEXT)
+
+
 def check_upload(files: Sequence[tuple[str, int]]) -> None:
     """``files`` = [(name, size in bytes)]. Raises InferenceError naming what is wrong."""
     if not files:
@@ -75,34 +90,49 @@ def check_upload(files: Sequence[tuple[str, int]]) -> None:
     for name, size in files:
         if int(size) == 0:
             raise InferenceError(f"{name} is empty (0 bytes); upload the image file itself")
-        suffix = upload_suffix(name)
-        if suffix and suffix not in UPLOAD_SUFFIXES:
-            raise InferenceError(f"{name}: {suffix} files are not accepted. Upload a "
-                                 f"{ACCEPTED_TEXT} file.")
-    if len(files) > 1 and any(upload_suffix(n) not in ("", ".dcm", ".dicom") for n, _ in files):
-        raise InferenceError("several files are accepted only as the DICOM slices of one series; "
-                             "upload one PNG, JPEG or NIfTI file at a time")
+
+
+def refusal(name: str, kind: FileKind, accepted: str = ACCEPTED_TEXT) -> str:
+    """"report.pdf is a PDF document, not an image this model reads. It reads ... . <advice>"."""
+    text = f"{name} is {kind.text}, not an image this model reads. It reads {accepted}."
+    return text + (f" {kind.advice}" if kind.advice else " Upload one of those instead.")
+
+
+def _saved_name(name: str, kind: FileKind, index: int | None) -> str:
+    """The upload's plain file name, with the suffix its content calls for (a DICOM file
+    named .png is read as DICOM)."""
+    base = _safe_name(name, index)
+    suffix = upload_suffix(base)
+    fits = suffix in DICOM_NAMES if kind.key == "dicom" else (
+        suffix == kind.suffix or (kind.suffix == ".jpg" and suffix == ".jpeg"))
+    return base if fits else base + kind.suffix
 
 
 @contextlib.contextmanager
-def saved_upload(home: str | Path, files: Sequence[tuple[str, bytes]]) -> Iterator[Path]:
+def saved_upload(home: str | Path, files: Sequence[tuple[str, bytes]],
+                 accepted: str = ACCEPTED_TEXT) -> Iterator[Path]:
     """Write the uploaded bytes to a new folder under ``<home>/tmp/inference/`` and yield the
     image reference (the file, or the folder of DICOM slices); the folder is removed
-    afterwards."""
-    from pydicom.misc import is_dicom
-
+    afterwards. Files that are not PNG, JPEG, NIfTI or DICOM (by their content) are refused
+    by name, with ``accepted`` (what the model reads)."""
     check_upload([(name, len(data)) for name, data in files])
+    kinds = [sniff(data) for _, data in files]
+    for (name, _), kind in zip(files, kinds):
+        if not kind.accepted:
+            raise InferenceError(refusal(name, kind, accepted))
+    if len(files) > 1 and any(k.key != "dicom" for k in kinds):
+        others = [n for (n, _), k in zip(files, kinds) if k.key != "dicom"]
+        raise InferenceError(f"several files make one image only as the DICOM slices of one "
+                             f"series, and {', '.join(others)} is not DICOM; upload it on its "
+                             "own")
     root = Path(home).joinpath(*UPLOAD_DIR)
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="upload-", dir=root))
     try:
         paths = []
-        for i, (name, data) in enumerate(files):
-            path = folder / _safe_name(name, i if len(files) > 1 else None)
+        for i, ((name, data), kind) in enumerate(zip(files, kinds)):
+            path = folder / _saved_name(name, kind, i if len(files) > 1 else None)
             path.write_bytes(data)
-            if upload_suffix(name) in ("", ".dcm", ".dicom") and not is_dicom(str(path)):
-                raise InferenceError(f"{name} is not a DICOM file (its header has no DICM "
-                                     f"marker). Upload a {ACCEPTED_TEXT} file.")
             paths.append(path)
         if len(paths) == 1:
             yield paths[0]
@@ -114,6 +144,43 @@ def saved_upload(home: str | Path, files: Sequence[tuple[str, bytes]]) -> Iterat
             yield series
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class UploadedImage:
+    """One image of an upload: one file, or the DICOM slices of one series (a 3D model);
+    ``indices`` are the files' places in the upload."""
+    label: str
+    files: list[tuple[str, bytes]]
+    indices: list[int]
+
+
+def group_uploads(files: Sequence[tuple[str, bytes]], spatial_dims: int) -> list[UploadedImage]:
+    """Several files are several images, in upload order, each run on its own; for a 3D model
+    the DICOM files together are the slices of one volume, placed where its first slice was."""
+    dicom = [i for i, (_, data) in enumerate(files) if sniff(data).key == "dicom"]
+    series = spatial_dims == 3 and len(dicom) > 1
+    images: list[UploadedImage] = []
+    for i, (name, data) in enumerate(files):
+        if series and i in dicom:
+            if i == dicom[0]:
+                first, last = files[dicom[0]][0], files[dicom[-1]][0]
+                images.append(UploadedImage(f"{len(dicom)} DICOM slices ({first} … {last})",
+                                            [files[j] for j in dicom], list(dicom)))
+            continue
+        images.append(UploadedImage(name, [(name, data)], [i]))
+    return images
+
+
+class UnreadableImage(InferenceError):
+    """The file is of an accepted kind but its reader failed (damaged, cut short)."""
+
+
+def _scrub(text: str, root: Path, shown_as: str) -> str:
+    """A message about an upload as a user reads it: any path under the uploads folder
+    ``root`` is the file's name and no exception class is named."""
+    text = re.sub(re.escape(str(root)) + r"[^\s'\",;)]*", shown_as, text)
+    return re.sub(r"\b[A-Za-z_.]*(?:Error|Exception|Warning)\b:\s*", "", text).strip()
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -130,8 +197,8 @@ def read_for_prediction(ref: Any) -> tuple[np.ndarray, dict]:
     except MissingImageFile as exc:
         raise InferenceError(f"the image cannot be found: {exc}") from exc
     except (ValueError, OSError) as exc:  # ImageReadError is a ValueError
-        raise InferenceError(f"the upload cannot be read as an image: {exc}. Upload a "
-                             f"{ACCEPTED_TEXT} file.") from exc
+        raise UnreadableImage(f"the image cannot be read: {exc}. Use a {ACCEPTED_TEXT} "
+                              "file.") from exc
 
 
 def _squeeze(array: np.ndarray, spatial_dims: int) -> np.ndarray:
@@ -272,6 +339,25 @@ def _predict_report(loaded: LoadedModel, ref: Any) -> str:
 
 def predict_upload(loaded: LoadedModel, home: str | Path,
                    files: Sequence[tuple[str, bytes]]) -> Prediction:
-    """Save the upload under ``<home>/tmp/inference/``, predict, and remove it again."""
-    with saved_upload(home, files) as ref:
-        return predict(loaded, ref)
+    """Save the upload (one image: a file, or the DICOM slices of one series) under
+    ``<home>/tmp/inference/``, predict, and remove it again. Problems are named by the file's
+    name and say what the model reads."""
+    accepted = accepted_text(loaded.spatial_dims)
+    shown = files[0][0] if len(files) == 1 else f"the {len(files)} DICOM slices"
+    with saved_upload(home, files, accepted) as ref:
+        try:
+            return predict(loaded, ref)
+        except UnreadableImage as exc:
+            kind = sniff(files[0][1]).text
+            raise InferenceError(
+                f"{shown} {'start' if len(files) > 1 else 'starts'} like {kind} but cannot "
+                "be read as one: it may be damaged or cut short. Export it again from the "
+                f"viewer or PACS and upload the new file; this model reads {accepted}.") \
+                from exc
+        except InferenceError as exc:
+            raise InferenceError(_scrub(str(exc), Path(home).joinpath(*UPLOAD_DIR), shown)) \
+                from exc
+        except Exception as exc:  # a template's own failure: named, without its internals
+            raise InferenceError(f"the model could not process {shown} ("
+                                 f"{_scrub(str(exc), Path(home).joinpath(*UPLOAD_DIR), shown)})"
+                                 f"; this model reads {accepted}") from exc

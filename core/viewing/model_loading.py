@@ -92,6 +92,23 @@ def training_images(workspace: str | Path) -> str:
     return " ".join(str(w) for w in words if w) + " images" if any(words) else ""
 
 
+def model_dims(workspace: str | Path) -> int:
+    """2 or 3: the images the model takes, from the job folder without loading it (0 when the
+    folder does not say): the dataloader's SPATIAL_DIMS or IMAGE_SIZE, nnU-Net's configuration,
+    else the plan's dimension."""
+    ws = JobWorkspace(Path(workspace))
+    loader, cfg = _read_json(ws.dataloader_config), _read_json(ws.train_config)
+    if loader.get("SPATIAL_DIMS") in (2, 3):
+        return int(loader["SPATIAL_DIMS"])
+    size = loader.get("IMAGE_SIZE") or cfg.get("image_size")
+    if isinstance(size, list) and len(size) in (2, 3):
+        return len(size)
+    if cfg.get("engine") == "nnunet" and cfg.get("configuration"):
+        return 2 if cfg["configuration"] == "2d" else 3
+    dimension = str(_read_json(ws.plan).get("dimension", "")).upper()
+    return {"2D": 2, "3D": 3}.get(dimension, 0)
+
+
 def model_files_missing(workspace: str | Path) -> str:
     """Why the model in this job folder cannot be loaded ('' when it can)."""
     ws = JobWorkspace(Path(workspace))
