@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import signal
 import subprocess
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,11 +19,19 @@ from core.config.settings import REPO_ROOT
 from runtime import landlock, proctree
 
 
+TAIL_BYTES = 64 * 1024  # a child's log can grow to gigabytes: only its end is read
+
+
 def tail(path: Path, lines: int = 25) -> str:
     try:
-        text = path.read_text(errors="replace").splitlines()
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            text = handle.read(TAIL_BYTES).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return ""
+    if size > TAIL_BYTES and text:
+        text = text[1:]  # the first line was cut by the byte limit
     keep = [ln for ln in text if "nvImageCodec" not in ln and "warnings.warn" not in ln]
     return "\n".join(keep[-lines:])
 

@@ -141,3 +141,30 @@ def test_json_the_system_reads_is_bounded(tmp_path):
     with pytest.raises(ToolError, match=r"train_summary.json is 209.7 MB, more than the "
                                          r"0.0 MB"):
         read_json_bounded(path, 100)
+
+
+def test_workspace_json_and_child_log_tails_are_bounded(tmp_path):
+    """A plan.json a child replaced by a huge (sparse) file is refused before it is read, and
+    the log tail shown after a child ends reads only the log's end."""
+    import resource
+
+    from core.jobs.workspace import MAX_JSON_BYTES, JobWorkspace
+    from runtime.process import TAIL_BYTES, tail
+    ws = JobWorkspace(tmp_path / "job").ensure()
+    ws.plan.write_text('{"status": "ready"}')
+    assert ws.read_plan() == {"status": "ready"}
+    with open(ws.plan, "ab") as fh:
+        fh.truncate(SIZE)
+    with pytest.raises(ValueError, match=r"plan.json is 209.7 MB, more than the 16.8 MB"):
+        ws.read_plan()
+    assert MAX_JSON_BYTES < SIZE
+
+    log = tmp_path / "child.log"
+    with open(log, "wb") as fh:
+        fh.truncate(SIZE)  # a sparse gigantic log ...
+        fh.seek(SIZE)
+        fh.write(b"half line\nTraceback: the end\n")  # ... whose end matters
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert tail(log).splitlines()[-1] == "Traceback: the end"
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < GROWTH_LIMIT_MB and TAIL_BYTES < SIZE

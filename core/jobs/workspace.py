@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+MAX_JSON_BYTES = 16 << 20  # plan, index, summaries: files the system writes are far smaller
+
 
 @dataclass(frozen=True)
 class JobWorkspace:
@@ -165,7 +167,15 @@ class JobWorkspace:
         return tuple(sorted(found))
 
     def read_json(self, path: Path) -> Any:
-        return json.loads(path.read_text(encoding="utf-8"))
+        """A JSON file of the workspace, read only when it is at most ``MAX_JSON_BYTES`` (checked
+        before reading: children may write the workspace). ValueError otherwise."""
+        size = os.stat(path).st_size
+        if size > MAX_JSON_BYTES:
+            raise ValueError(f"{path.name} is {size / 1e6:.1f} MB, more than the "
+                             f"{MAX_JSON_BYTES / 1e6:.1f} MB the system reads for it; it was not "
+                             "written by the system: run the step that writes it again")
+        with open(path, "rb") as handle:
+            return json.loads(handle.read(MAX_JSON_BYTES + 1).decode("utf-8"))
 
     def read_plan(self) -> dict:
         return self.read_json(self.plan)
