@@ -108,7 +108,7 @@ def add_dataset(settings: Settings, entries: list[CatalogEntry], flash: dict | N
                    "box or report tables, MedMNIST-style .npz.")
         with st.form("scan_folder"):
             path = st.text_input("Folder on the server", key="scan_path",
-                                 placeholder="/data/chest_xray")
+                                 placeholder="the full path, e.g. /data/chest_xray")
             name = st.text_input("Name (optional)", key="scan_name",
                                  placeholder="proposed from the folder name")
             description = st.text_area(

@@ -493,3 +493,13 @@ def test_update_refuses_fields_that_are_not_editable(settings, store, chest):
     result = update_datacard(settings, store, "Ward", {"tasks": ["segmentation"]})
     assert "does not fit this dataset's layout" in result["errors"][0]
     assert snapshot(settings, store) == before
+
+
+def test_no_placeholder_reads_like_a_value():
+    """A grey example path in an empty field looks like a folder already chosen: examples are
+    introduced as examples."""
+    at = run_page()
+    for field in at.text_input:
+        hint = field.proto.placeholder
+        looks_like_a_path = bool(re.search(r"/\w", hint))
+        assert not looks_like_a_path or (hint.startswith("the ") and "e.g." in hint), hint
