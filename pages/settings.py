@@ -38,9 +38,7 @@ def sentence_case(label: str) -> str:
 
 def in_effect(value: str, when_empty: str) -> str:
     """What a text field's setting is now: its value, or what applies while it is empty."""
-    if value:
-        return f"In effect: {code(value)}."
-    return f"In effect: {when_empty} (an empty field means this)."
+    return f"In effect: {code(value)}." if value else f"Empty field: {when_empty}."
 
 
 def _secret_names() -> set[str]:
@@ -101,13 +99,13 @@ with st.form("llm_settings"):
                                "openai/<name> with a base URL for vLLM / LM Studio / a "
                                "hospital gateway.")
     st.caption(in_effect("" if settings.llm == AUTOPILOT else settings.llm,
-                         "Autopilot, no language model")
+                         "Autopilot is in effect (no language model)")
                + " Examples: `openai/gpt-4o`, `anthropic/claude-3-5-sonnet-20241022`, "
                  "`ollama/llama3.1`.")
     saved_base = saved.get("llm_base_url", "")
     base_url = st.text_input("Base URL (optional)", value=saved_base, key="set_base_url",
                              help="An OpenAI-compatible server. No credentials in the URL.")
-    st.caption(in_effect(settings.llm_base_url, "the provider's own address")
+    st.caption(in_effect(settings.llm_base_url, "the provider's own address is used")
                + " Example: `http://127.0.0.1:8000/v1` for a server on this machine.")
     saved_key_env = saved.get("llm_key_env", "")
     usual = default_key_env(settings.llm)
@@ -116,8 +114,8 @@ with st.form("llm_settings"):
                             help="Only the variable's name is stored. A top-level entry of "
                                  ".streamlit/secrets.toml counts as a variable.")
     st.caption(in_effect(settings.llm_key_env,
-                         f"{code(usual)}, the provider's usual variable" if usual
-                         else "no key (Autopilot or a local model needs none)")
+                         f"the provider's usual variable, {code(usual)}, is read" if usual
+                         else "no key is needed (Autopilot or a local model)")
                + " Examples: `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`.")
     save_llm = st.form_submit_button("Save language model", type="primary",
                                      icon=":material/save:")

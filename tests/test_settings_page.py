@@ -250,15 +250,15 @@ def test_unit_labels_keep_their_case_and_no_placeholder_looks_like_a_value(setti
         field = at.text_input(key=key)
         assert field.value == "" and field.proto.placeholder == "", key
     captions = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
-    assert any(c.startswith("In effect: Autopilot, no language model (an empty field means")
+    assert any(c.startswith("Empty field: Autopilot is in effect (no language model).")
                and "`openai/gpt-4o`" in c for c in captions), captions
-    assert any(c.startswith("In effect: the provider's own address") for c in captions)
-    assert any(c.startswith("In effect: no key") for c in captions)
+    assert any(c.startswith("Empty field: the provider's own address is used.") for c in captions)
+    assert any(c.startswith("Empty field: no key is needed") for c in captions)
 
     save_settings(settings.home, {"llm": "openai/gpt-4o"})
     at = run_settings()
     assert at.text_input(key="set_model").value == "openai/gpt-4o"
     captions = [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
     assert any(c.startswith("In effect: `openai/gpt-4o`.") for c in captions), captions
-    assert any(c.startswith("In effect: `OPENAI_API_KEY`, the provider's usual variable")
-               for c in captions), captions
+    assert any(c.startswith("Empty field: the provider's usual variable, `OPENAI_API_KEY`, is "
+                            "read.") for c in captions), captions
