@@ -8,6 +8,7 @@ import streamlit as st
 
 from core.jobs.model_removal import (ModelRemovalError, delete_model, model_files,
                                      model_workspace, size_of)
+from core.store.errors import StoreError
 from core.viewing.model_versions import ModelEntry
 from core.viewing.model_views import file_size
 from pages.ui_common import fmt_when, md_escape
@@ -30,7 +31,12 @@ def show_flash() -> None:
 
 
 def _archive(store, model: dict, archived: bool) -> None:
-    store.set_model_archived(model["id"], archived, ACTOR)
+    try:
+        store.set_model_archived(model["id"], archived, ACTOR)
+    except StoreError as exc:
+        flash("error", f"{model['name']} was not {'archived' if archived else 'restored'}: "
+                       f"{exc}")
+        return
     flash("success", f"Archived {model['name']}: it is hidden from the list; turn on “Show "
                      "archived models” to see or restore it." if archived else
           f"Restored {model['name']} to the list.")
@@ -39,7 +45,7 @@ def _archive(store, model: dict, archived: bool) -> None:
 def _delete(settings, store, model: dict) -> None:
     try:
         done = delete_model(settings, store, model["id"], ACTOR)
-    except ModelRemovalError as exc:
+    except (ModelRemovalError, StoreError) as exc:
         flash("error", f"{model['name']} was not deleted: {exc}")
         return
     st.session_state.pop(f"delete-confirm-{model['id']}", None)

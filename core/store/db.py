@@ -290,7 +290,6 @@ class Store:
         return self.rows("select step, epoch, name, value, ts from metrics where job_id = ? "
                          "order by id", [job_id])
 
-    # ---------------------------------------------------------------- models and audit
     def metric_values(self, job_id: str, name: str) -> list[dict]:
         """One streamed metric of a job: its rows (step, epoch, value) in order."""
         return self.rows("select step, epoch, value from metrics where job_id = ? and name = ? "
