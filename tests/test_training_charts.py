@@ -10,6 +10,7 @@ import json
 import os
 import time
 
+import plotly.graph_objects as go
 import pytest
 
 from core.jobs.lifecycle import create_job
@@ -282,19 +283,25 @@ def test_charts_in_chromium_legend_clear_of_title_and_lr_ticks(tmp_path):
             page = browser.new_page(viewport={"width": 520, "height": 420})
             for name, fig in figures.items():
                 html = tmp_path / f"{name}.html"
-                fig.write_html(html, include_plotlyjs=True, full_html=True)
+                # plotly's own colours for the screenshot (the app applies its theme)
+                go.Figure(fig).update_layout(template="plotly").write_html(
+                    html, include_plotlyjs=True, full_html=True)
                 page.goto(html.as_uri())
                 page.wait_for_selector(".main-svg .gtitle")
                 title = page.locator(".gtitle").bounding_box()
-                ticks = page.locator(".ytick text").all_inner_texts()
+                # plotly writes a typographic minus: 8e−4
+                ticks = [t.replace("\u2212", "-")
+                         for t in page.locator(".ytick text").all_text_contents()]
                 page.screenshot(path=str(out / f"training-chart-{name}.png"))
+                svg = page.locator(".main-svg").first.bounding_box()
+                for tick in page.locator(".ytick text").all():  # none cut at the left edge
+                    assert tick.bounding_box()["x"] >= svg["x"], ticks
                 if name == "validation":
                     legend = page.locator(".legend").bounding_box()
                     assert legend and title
                     assert legend["y"] >= title["y"] + title["height"], (legend, title)
                     plot = page.locator(".nsewdrag").first.bounding_box()
                     assert legend["y"] >= plot["y"] + plot["height"]  # under the plot area
-                    svg = page.locator(".main-svg").first.bounding_box()
                     assert legend["y"] + legend["height"] <= svg["y"] + svg["height"] + 1
                 else:
                     assert ticks and not any("µ" in t or "μ" in t for t in ticks), ticks

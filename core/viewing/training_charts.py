@@ -76,11 +76,15 @@ def line_figure(curves: JobCurves, names: list[str], title: str, y_title: str, *
                       yaxis_title=y_title, hovermode="x unified",
                       showlegend=len(drawn) > 1 or only not in ("", title, y_title),
                       legend=LEGEND_BELOW)
+    # tick labels (0.75, 1e-3) and axis titles get the room they need, never cut at the edge
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     if scientific:
         fig.update_layout(yaxis=dict(tickformat=SCIENTIFIC, hoverformat=SCIENTIFIC,
                                      exponentformat="e"))
     if right:
-        fig.update_layout(yaxis2=dict(overlaying="y", side="right", showgrid=False))
+        fig.update_layout(yaxis2=dict(overlaying="y", side="right", showgrid=False,
+                                      automargin=True))
     return fig
 
 
