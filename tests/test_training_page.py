@@ -326,7 +326,6 @@ def test_prepare_resume_queues_the_job_and_sets_resume(settings, store):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"status": "succeeded"}, "only a stopped or failed job"),
-    ({"complete": False}, "checkpoint-24 is incomplete"),
     ({"engine": "nnunet"}, "nnU-Net engine cannot resume"),
 ])
 def test_prepare_resume_refuses_and_changes_nothing(settings, store, kwargs, message):
@@ -355,6 +354,27 @@ def test_without_a_checkpoint_a_job_goes_on_from_its_unfinished_stage(settings, 
     planned = create_job(settings, store, REQUEST, llm="autopilot")
     store.update_job(planned, status="failed")
     assert resume_mode(store.job(planned)) == ("stage", NO_TRAINING_YET)
+
+
+def test_a_checkpoint_half_written_when_killed_is_set_aside(settings, store):
+    """kill -9 while a checkpoint is written leaves it without trainer_state.json: resuming
+    continues from the newest complete one (the trainer would otherwise pick the half-written
+    one), and keeps the half-written one renamed; with no complete one, training starts over."""
+    from core.jobs.lifecycle import resume_mode
+    job_id = make_resumable(settings, store, status="interrupted")
+    half = settings.jobs_dir / job_id / "Logout" / "checkpoints" / "checkpoint-48"
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"partial")
+    assert resume_mode(store.job(job_id)) == ("checkpoint", "")
+    prepare_resume(store, job_id)
+    assert not half.exists() and (half.parent / "checkpoint-24").is_dir()
+    assert (half.parent / "incomplete-checkpoint-48" / "model.safetensors").read_bytes() == \
+        b"partial"
+    assert "set aside the incomplete checkpoint-48" in store.rows(
+        "select detail from audit where action = 'resume_job'")[-1]["detail"]
+
+    only_half = make_resumable(settings, store, status="interrupted", complete=False)
+    assert resume_mode(store.job(only_half))[0] == "stage"
 
 
 def test_resume_runner_checks_earlier_gates_first(settings, store):

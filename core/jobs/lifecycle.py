@@ -161,8 +161,9 @@ NO_CHECKPOINT = "no checkpoint was saved (training stopped before its first epoc
 
 def checkpoint_problem(workspace: str | Path) -> str:
     """Why a job's training cannot continue from a checkpoint in its workspace ('' when it
-    can): ``NO_TRAINING_YET`` or ``NO_CHECKPOINT`` when there is none to continue from (the
-    job then continues from the stage that did not finish), else what blocks resuming."""
+    can: there is a complete one; incomplete newer ones are set aside when it resumes):
+    ``NO_TRAINING_YET`` or ``NO_CHECKPOINT`` when there is none to continue from (the job
+    then continues from the stage that did not finish), else what blocks resuming."""
     ws = JobWorkspace(Path(workspace))
     if not ws.train_config.is_file():
         return NO_TRAINING_YET
@@ -173,16 +174,34 @@ def checkpoint_problem(workspace: str | Path) -> str:
     if config.get("engine") == "nnunet" or config.get("template") == "mvfa":
         engine = "nnU-Net" if config.get("engine") == "nnunet" else "MVFA"
         return f"the {engine} engine cannot resume; start the request again"
-    folder = ws.checkpoints
-    found = sorted((p for p in folder.glob("checkpoint-*") if p.is_dir()
+    complete, _incomplete = checkpoints(ws)
+    return "" if complete else NO_CHECKPOINT
+
+
+def checkpoints(ws: JobWorkspace) -> tuple[list[Path], list[Path]]:
+    """(complete, incomplete) checkpoint folders, oldest first. A checkpoint is complete once
+    its trainer_state.json is written (the last file the trainer writes); a kill while one is
+    being written leaves it incomplete."""
+    found = sorted((p for p in ws.checkpoints.glob("checkpoint-*") if p.is_dir()
                     and p.name.removeprefix("checkpoint-").isdigit()),
                    key=lambda p: int(p.name.removeprefix("checkpoint-")))
-    if not found:
-        return NO_CHECKPOINT
-    if not (found[-1] / "trainer_state.json").is_file():
-        return (f"the newest checkpoint {found[-1].name} is incomplete (no trainer_state.json); "
-                "delete that folder to resume from the one before it")
-    return ""
+    complete = [p for p in found if (p / "trainer_state.json").is_file()]
+    return complete, [p for p in found if p not in complete]
+
+
+def set_aside_incomplete(ws: JobWorkspace) -> list[Path]:
+    """Rename incomplete checkpoints to ``incomplete-checkpoint-N`` (kept, not deleted) so that
+    resuming continues from the newest complete one; returns their new paths."""
+    moved = []
+    for path in checkpoints(ws)[1]:
+        target = path.with_name(f"incomplete-{path.name}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = path.with_name(f"incomplete-{n}-{path.name}")
+        path.rename(target)
+        moved.append(target)
+    return moved
 
 
 def resume_mode(job: dict | None) -> tuple[str, str]:
@@ -222,8 +241,9 @@ def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
     mode, why = resume_mode(job)
     if not mode:
         raise JobError(f"job {job_id} cannot resume: {why}")
+    ws = JobWorkspace(Path(job["workspace"]))
+    aside = set_aside_incomplete(ws)  # a kill while a checkpoint was written left it half done
     if mode == "checkpoint":
-        ws = JobWorkspace(Path(job["workspace"]))
         config = json.loads(ws.train_config.read_text(encoding="utf-8"))
         write_json_atomic(ws.train_config, {**config, "resume": True})
     store.update_job(job_id, status="queued",
@@ -232,7 +252,9 @@ def prepare_resume(store: Store, job_id: str, actor: str = "user") -> dict:
                      pid_start="")  # the old process is gone
     store.audit(actor, "resume_job", job_id,
                 f"from {job['status']}, " + ("from the newest checkpoint" if mode == "checkpoint"
-                                             else "from the stage that did not finish"))
+                                             else "from the stage that did not finish")
+                + "".join(f"; set aside the incomplete {p.name.removeprefix('incomplete-')}"
+                          for p in aside))
     return store.job(job_id)
 
 
