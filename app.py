@@ -15,6 +15,7 @@ import streamlit as st
 from core import RESEARCH_ONLY
 from core.config.settings import AUTOPILOT
 from core.jobs.lifecycle import reap_orphans
+from core.jobs.standby import ensure_standby
 from core.store.errors import StoreError
 from core.store.home import open_home
 
@@ -28,6 +29,7 @@ except (StoreError, ValueError) as exc:
     st.error(str(exc))
     st.stop()
 reap_orphans(store)  # jobs whose worker died show as interrupted (resumable)
+ensure_standby(settings)  # a warm worker waits for the next request (core/jobs/standby.py)
 
 pages = [
     st.Page("pages/chat.py", title="Build a model", icon=":material/chat:", default=True),

@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("CREWAI_TESTING", "true")
+# no warm standby worker per app run (core/jobs/standby.py); tests/test_standby_worker.py
+# turns it on where it tests it
+os.environ.setdefault("M3B_WARM_WORKER", "0")
 
 from core.config.bootstrap import apply  # noqa: E402
 

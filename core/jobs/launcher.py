@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from core.config.secrets import worker_env
 from core.config.settings import AUTOPILOT, REPO_ROOT, Settings
+from core.jobs.standby import hand_over
 from core.jobs.workspace import JobWorkspace
 from core.jobs.lifecycle import reap_orphans, request_stop
 from core.store.db import TERMINAL_STATUSES, Store
@@ -21,12 +22,18 @@ WORKER_MODULE = "crew.worker"
 
 
 def launch_worker(settings: Settings, store: Store, job_id: str, resume: bool = False) -> int:
-    """Start the job's worker detached from the caller; returns its pid."""
+    """Start the job's worker detached from the caller; returns its pid. In the app, an
+    autopilot job is handed to the waiting standby worker when there is one
+    (core/jobs/standby.py; only the app starts one), which saves the seconds of a cold start."""
     ws = JobWorkspace(settings.jobs_dir / job_id).ensure()
+    llm = (store.job(job_id) or {}).get("llm") or AUTOPILOT
+    if llm == AUTOPILOT:
+        pid = hand_over(settings, job_id, resume=resume)
+        if pid is not None:
+            store.update_job(job_id, pid=pid)
+            return pid
     # an allow-list, plus the LLM's key variable by name when the job uses an LLM
-    env = worker_env({"M3B_HOME": str(settings.home)},
-                     llm=(store.job(job_id) or {}).get("llm") or AUTOPILOT,
-                     key_env=settings.llm_key_env)
+    env = worker_env({"M3B_HOME": str(settings.home)}, llm=llm, key_env=settings.llm_key_env)
     with open(ws.worker_log, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE, job_id, "--home",
                                  str(settings.home), *(["--resume"] if resume else [])],
