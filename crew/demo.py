@@ -8,14 +8,17 @@ from pathlib import Path
 from core.demo import detection as demo_detection, diagnosis as demo_diagnosis, \
     reports as demo_reports, segmentation as demo_segmentation
 from core.datasets.catalog import find_entry, sync_store
-from core.demo.chest_xray import DEMO_DESCRIPTION, DEMO_FOLDER, DEMO_NAME, make_chest_xray_demo
+from core.demo.chest_xray import (DEMO_DESCRIPTION, DEMO_FOLDER, DEMO_NAME,
+                                  FULL_DEMO_DESCRIPTION, FULL_DEMO_FOLDER, FULL_DEMO_NAME,
+                                  make_full_demo, make_quick_demo)
 from core.datasets.registration import register_dataset
 from core.config.settings import Settings
 from core.store.db import open_store
 
 # (datacard name, folder under <home>/demo, builder, description)
 DEMOS: list[tuple[str, str, Callable[[Path], Path], str]] = [
-    (DEMO_NAME, DEMO_FOLDER, make_chest_xray_demo, DEMO_DESCRIPTION),
+    (DEMO_NAME, DEMO_FOLDER, make_quick_demo, DEMO_DESCRIPTION),
+    (FULL_DEMO_NAME, FULL_DEMO_FOLDER, make_full_demo, FULL_DEMO_DESCRIPTION),
     ("Demo chest CT scans (synthetic)", "chest_ct_scans_demo",
      demo_diagnosis.make_ct_scan_folders_demo,
      "Synthetic 3D chest CT scans for COVID-19 (NCP) versus common pneumonia (CP) versus normal "
@@ -70,6 +73,11 @@ def _ensure(settings: Settings, name: str, folder_name: str, build, description:
 def ensure_demo(settings: Settings) -> dict:
     """The 2D chest X-ray demo only (fast; what the app's first run and most tests need)."""
     return _ensure(settings, *DEMOS[0])
+
+
+def ensure_full_demo(settings: Settings) -> dict:
+    """The full-size 2D chest X-ray demo (the plan card's one-click switch)."""
+    return _ensure(settings, *DEMOS[1])
 
 
 def ensure_all_demos(settings: Settings) -> list[dict]:

@@ -8,12 +8,14 @@ import streamlit as st
 from core.jobs import launcher
 from core import RESEARCH_ONLY
 from core.datasets.catalog import find_entry, load_catalog
+from core.demo.chest_xray import DEMO_NAME, FULL, FULL_DEMO_NAME, QUICK
 from core.jobs.workspace import JobWorkspace
 from core.jobs.lifecycle import (JobError, create_job, is_finished, role_timeline,
                                  set_approval)
 from core.planning.plan_edits import (LIMITS, PlanEditError, current_values, dataset_choices,
                                       edit_plan, engine_choices, network_choices, planned_epochs,
                                       user_edits)
+from core.viewing.refresh import LIVE_S, PLANNING_S, WAITING_S, chat_refresh_every
 from crew.stages import STAGES
 from pages.chat_external import ExternalExchanges, external_prompt
 from pages.ui_common import (context, elapsed, fmt_duration, fmt_when, job_result, md_escape,
@@ -51,6 +53,33 @@ def decide(job_id: str, decision: str) -> None:
         set_approval(store, job_id, decision)
     except JobError as exc:
         st.session_state["chat_error"] = str(exc)
+
+
+def use_full_demo(job_id: str) -> None:
+    """The plan card's one click: the full-size demo set instead of the quick one, approved."""
+    from crew.demo import ensure_full_demo
+    with st.spinner("Preparing the full-size demo set…"):
+        registered = ensure_full_demo(settings)
+    if registered.get("status") != "registered":
+        st.session_state[f"plan-error-{job_id}"] = registered.get("errors") or [
+            "the full-size demo set could not be registered"]
+        return
+    try:
+        result = edit_plan(settings, store, job_id, {"dataset": FULL_DEMO_NAME}, actor="user")
+    except PlanEditError as exc:
+        st.session_state[f"plan-error-{job_id}"] = exc.errors
+        return
+    st.session_state.pop(f"plan-error-{job_id}", None)
+    st.session_state[f"plan-saved-{job_id}"] = result.summary()
+
+
+def full_size_choice(job_id: str) -> None:
+    st.caption(f"This is the quick demo set ({2 * QUICK['patients_per_class']} patients, "
+               f"{QUICK['size']} px): a first model in about two minutes. The full-size set "
+               f"({2 * FULL['patients_per_class']} patients, {FULL['size']} px) gives a better "
+               "model in a few more minutes.")
+    st.button("Approve with the full-size demo set", key=f"full-demo-{job_id}",
+              on_click=use_full_demo, args=(job_id,), icon=":material/zoom_out_map:")
 
 
 def save_edits(job_id: str, fields: list[str]) -> None:
@@ -282,6 +311,8 @@ def render_outcome(job: dict) -> None:
                             args=(job_id, "approved"), icon=":material/check:")
                 right.button("Cancel", key=f"cancel-{job_id}", on_click=decide,
                              args=(job_id, "cancelled"), icon=":material/close:")
+                if plan.get("dataset") == DEMO_NAME:
+                    full_size_choice(job_id)
                 if plan.get("status") == "ready":
                     with st.expander("Edit the plan", icon=":material/edit:",
                                      expanded=bool(st.session_state.get(
@@ -361,14 +392,36 @@ def render_assistant(job: dict) -> None:
                        "Approved" if approved else "Proposed")
 
 
-@st.fragment(run_every=2)
-def live_assistant(job_id: str) -> None:
+def follow(job_id: str, pace: float) -> None:
     job = store.job(job_id)
     if job is None:
         return
-    if is_finished(job):  # done since the last look: redraw the page without the timer
+    if chat_refresh_every(job) != pace:  # finished, or planned: redraw at the new pace (or none)
         st.rerun()
     render_assistant(job)
+
+
+# one fragment per pace (core/viewing/refresh.py): quick until the plan shows, then slower
+@st.fragment(run_every=PLANNING_S)
+def follow_planning(job_id: str) -> None:
+    follow(job_id, PLANNING_S)
+
+
+@st.fragment(run_every=LIVE_S)
+def follow_live(job_id: str) -> None:
+    follow(job_id, LIVE_S)
+
+
+@st.fragment(run_every=WAITING_S)
+def follow_waiting(job_id: str) -> None:
+    follow(job_id, WAITING_S)
+
+
+PACED = {PLANNING_S: follow_planning, LIVE_S: follow_live, WAITING_S: follow_waiting}
+
+
+def live_assistant(job: dict) -> None:
+    PACED[chat_refresh_every(job)](job["id"])
 
 
 jobs = list(reversed(store.jobs(limit=HISTORY)))
@@ -393,7 +446,7 @@ for job in jobs:
         if is_finished(job):
             render_assistant(job)
         else:
-            live_assistant(job["id"])
+            live_assistant(job)
 exchanges.show_until()
 
 if submit_error:

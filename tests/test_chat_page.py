@@ -100,6 +100,20 @@ def test_plan_card_shows_the_plan_with_approve_edit_cancel(planned):
     assert not [s for s in at.selectbox if s.label == "Engine"]
 
 
+def test_the_full_size_demo_is_one_click_away(planned):
+    """The quick demo's plan card offers the full-size set: one click registers it (if it is
+    not yet), switches the plan to it through the plan-edit checks, and approves."""
+    from core.demo.chest_xray import FULL_DEMO_NAME
+    at = run_app("pages/chat.py")
+    assert "This is the quick demo set (120 patients, 64 px)" in shown(at)
+    at.button(key=f"full-demo-{planned.job_id}").click().run()
+    assert not at.exception
+    job = planned.store.job(planned.job_id)
+    assert job["approval"] == "approved"
+    assert planned.plan()["dataset"] == FULL_DEMO_NAME
+    assert ("user", "plan_approved") in audit(planned.store, planned.job_id)
+
+
 def test_approve_path(planned):
     before = planned.plan_bytes()
     at = run_app("pages/chat.py")

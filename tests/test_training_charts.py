@@ -309,3 +309,25 @@ def test_charts_in_chromium_legend_clear_of_title_and_lr_ticks(tmp_path):
         finally:
             browser.close()
     assert LEGEND_BELOW["y"] < 0
+
+
+def test_the_chat_follows_a_job_quickly_until_its_plan_shows(home, timers):
+    """Before the plan (queued, or the Task Manager planning) the chat looks every 0.5 s, so a
+    plan shows within a second of being made; then at the job views' pace; none when done."""
+    from core.viewing.refresh import PLANNING_S, chat_refresh_every
+    assert chat_refresh_every({"status": "queued"}) == PLANNING_S
+    assert chat_refresh_every({"status": "running", "stage": "Task Manager"}) == PLANNING_S
+    assert chat_refresh_every({"status": "running", "stage": ""}) == PLANNING_S
+    assert chat_refresh_every({"status": "running", "stage": "Data Engineer"}) == LIVE_S
+    assert chat_refresh_every({"status": "awaiting_approval"}) == WAITING_S
+    assert chat_refresh_every({"status": "succeeded"}) is None
+    settings, store = context()
+    job_id = create_job(settings, store, REQUEST, llm="autopilot")
+    store.update_job(job_id, pid=os.getpid())
+    at = run_app("pages/chat.py")
+    assert not at.exception
+    assert {seconds for seconds, _ in timers} == {PLANNING_S}
+    store.update_job(job_id, status="running", stage="Model Trainer")
+    timers.clear()
+    at.run()
+    assert {seconds for seconds, _ in timers} == {LIVE_S}

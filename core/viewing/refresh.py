@@ -11,6 +11,8 @@ from core.store.db import TERMINAL_STATUSES
 
 LIVE_S = 2.0          # queued or running: curves, progress and the timeline move
 WAITING_S = 15.0      # awaiting approval: changes only when a user approves or cancels
+PLANNING_S = 0.5      # the chat before its plan: the plan shows within a second of being made
+PLANNER = "Task Manager"
 
 
 def refresh_every(job: dict | None) -> float | None:
@@ -27,3 +29,12 @@ def jobs_refresh_every(jobs: list[dict]) -> float | None:
     finished."""
     paces = [p for p in (refresh_every(j) for j in jobs) if p is not None]
     return min(paces) * 2.5 if paces else None
+
+
+def chat_refresh_every(job: dict | None) -> float | None:
+    """The chat's pace for a job: quick until its plan is shown (queued, or the Task Manager
+    planning), then as any job view (``refresh_every``)."""
+    if job and (job.get("status") == "queued" or (
+            job.get("status") == "running" and (job.get("stage") or PLANNER) == PLANNER)):
+        return PLANNING_S
+    return refresh_every(job)
