@@ -79,7 +79,6 @@ def test_precedence_argument_environment_file_default(settings, monkeypatch):
     ({"llm": "gpt 4o please"}, "not a model string"),
     ({"llm_key_env": SECRET}, "looks like an API key"),
     ({"llm_key_env": "my key!"}, "not an environment variable name"),
-    ({"llm_key_env": "GATEWAY"}, "training processes never inherit it"),
     ({"llm_base_url": "http://user:secret@host:8000/v1"}, "must not carry credentials"),
     ({"llm_base_url": "http://host:8000/v1?api_key=abc"}, "must not carry credentials"),
     ({"llm_base_url": "ftp://host"}, "not an http"),
@@ -94,6 +93,20 @@ def test_bad_settings_are_refused_and_nothing_is_written(settings, values, match
     with pytest.raises(SettingsError, match=match):
         save_settings(settings.home, values)
     assert file_state(settings) == before
+
+
+def test_any_key_variable_name_is_accepted_and_its_value_scrubbed(settings, monkeypatch):
+    """Children start from an allow-list, so the key variable need not be named *KEY*: a
+    gateway's GATEWAY_PASSPHRASE_X or GATEWAY works, the job worker is told its name, and
+    its value is scrubbed there like any key."""
+    from core.config.secrets import scrub_text, worker_env
+    save_settings(settings.home, {"llm": "openai/gpt-4o", "llm_key_env": "GATEWAY"})
+    assert get_settings().llm_key_env == "GATEWAY"
+    monkeypatch.setenv("GATEWAY", "plain-words-but-secret-42")
+    env = worker_env(llm="openai/gpt-4o", key_env="GATEWAY")
+    assert env["GATEWAY"] == "plain-words-but-secret-42" and env["M3B_LLM_KEY_ENV"] == "GATEWAY"
+    monkeypatch.setenv("M3B_LLM_KEY_ENV", "GATEWAY")  # as in the worker
+    assert "plain-words-but-secret-42" not in scrub_text("the key plain-words-but-secret-42")
 
 
 def test_unpacked_limit_must_cover_the_zip_limit(settings):

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from core.config.secret_shapes import KEY_PREFIX, SECRET_ENV
+from core.config.secret_shapes import KEY_PREFIX
 
 SETTINGS_FILE = "settings.json"
 AUTOPILOT = "autopilot"
@@ -54,9 +54,6 @@ PROVIDER_KEY_ENV = {
     "cohere": "COHERE_API_KEY", "xai": "XAI_API_KEY",
 }
 NO_KEY_PROVIDERS = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio")
-# a key variable must have a secret-looking name (core.config.secret_shapes.SECRET_ENV): children
-# start from an allow-list either way, and the name keeps its value scrubbed wherever it is read
-SECRET_NAME_RE = SECRET_ENV
 
 
 class SettingsError(ValueError):
@@ -127,9 +124,6 @@ def check_key_env(value: str) -> str | None:
     if not ENV_NAME_RE.match(value):
         return (f"{value!r} is not an environment variable name: letters, digits and _ only, "
                 "e.g. OPENAI_API_KEY")
-    if not SECRET_NAME_RE.search(value):
-        return (f"name the key variable with KEY, TOKEN or SECRET in it (e.g. {value}_KEY), "
-                "so that training processes never inherit it")
     return None
 
 
