@@ -31,7 +31,9 @@ def stored_labels(arr: np.ndarray, stored_shape: tuple[int, ...], ref: str = "")
     if arr.shape[0] > 1:
         labels = np.where(arr.max(0) > 0.5, arr.argmax(0) + 1, 0)
     else:
-        labels = np.rint(np.nan_to_num(arr[0]))
+        labels = arr[0]
+        if labels.dtype.kind == "f":
+            labels = np.rint(labels if np.isfinite(labels).all() else np.nan_to_num(labels))
     return np.clip(labels, 0, np.iinfo(np.int16).max).astype(np.int16)
 
 
