@@ -384,3 +384,29 @@ def test_thumbnails_of_the_page_are_pngs(tmp_path):
     ref = sample_ref(scan_folder(folder).samples[0])
     png = dataset_preview.thumbnail(ref, 64, modality="CT", class_names=["liver", "spleen"])
     assert Image.open(io.BytesIO(png)).format == "PNG"
+
+
+def test_show_arrays_draws_image_mask_and_prediction(viewer_installed):
+    """The entry point for the Models page: an inference result (image, prediction, and a
+    ground-truth mask when there is one) in the viewer."""
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import numpy as np
+
+        from pages.viewer_widget import show_arrays
+        image = np.zeros((24, 20, 6), np.float32)
+        prediction = np.zeros(image.shape, np.uint8)
+        prediction[4:9, 4:9, 1:3] = 1
+        shown = show_arrays(image, key="try", prediction=prediction, mask=prediction,
+                            spacing=(1.0, 1.0, 3.0), class_names=["tumour"])
+        import streamlit as st
+        st.caption(f"shown={shown}")
+
+    at = AppTest.from_function(page, default_timeout=30).run()
+    assert not at.exception
+    assert at.caption[0].value == "shown=True"
+    _, meta, volumes = _component(at)
+    assert [layer["key"] for layer in meta["layers"]] == ["mask", "prediction"]
+    assert meta["spacing"] == [1.0, 1.0, 3.0] and meta["is3d"]
+    assert set(volumes) == {"image", "layer_mask", "layer_prediction"}
