@@ -172,6 +172,27 @@ def test_viewer_shows_a_ct_in_three_views_with_its_mask(browser_path, viewer_lib
                 pytest.approx([2000, 500])
             frame.locator("#preset").select_option("CT soft tissue / abdomen")
 
+            # zoom (buttons, Ctrl + wheel) and pan (drag with the Pan tool), then Reset
+            zoom = "() => window.m3bViewer.nv.scene.pan2Dxyzmm[3]"
+            frame.locator("#zoom-in").click()
+            assert frame.evaluate(zoom) == pytest.approx(1.25)
+            axial = _tile(tiles, 0)
+            middle = (axial[0] + axial[2] / 2, axial[1] + axial[3] / 2)
+            page.mouse.move(*_on_page(page, frame, middle))
+            page.keyboard.down("Control")
+            page.mouse.wheel(0, -100)
+            page.keyboard.up("Control")
+            page.wait_for_timeout(200)
+            assert frame.evaluate(zoom) == pytest.approx(1.25 * 1.1)
+            frame.locator("#tools [data-tool='pan']").click()
+            _drag(page, frame, middle, (middle[0] + 40, middle[1] + 20))
+            assert frame.evaluate("() => window.m3bViewer.nv.scene.pan2Dxyzmm.slice(0, 3)"
+                                  ".some((v) => Math.abs(v) > 1)")
+            frame.locator("#reset").click()
+            assert frame.evaluate("() => Array.from(window.m3bViewer.nv.scene.pan2Dxyzmm)") == \
+                [0, 0, 0, 1]
+            frame.locator("#tools [data-tool='crosshair']").click()
+
             # the mouse wheel scrolls slices; stepping is fast enough
             axial = _tile(tiles, 0)
             page.mouse.move(*_on_page(page, frame, (axial[0] + axial[2] / 2,
