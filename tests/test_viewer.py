@@ -200,7 +200,11 @@ def test_arrays_from_a_prediction_get_mask_and_prediction_layers():
     args = payload.component_args()
     assert isinstance(args["image"], bytes) and isinstance(args["layer_prediction"], bytes)
     meta = json.loads(json.dumps(args["meta"]))  # JSON-able
-    assert meta["layers"][1]["labels"][1] == {"value": 2, "name": "oedema", "color": "#3cb44b"}
+    # beside the mask, the prediction's labels get colours of their own (told apart)
+    assert meta["layers"][0]["labels"][0]["color"] == "#e6194b"
+    assert meta["layers"][1]["labels"][1] == {"value": 2, "name": "oedema", "color": "#fabed4"}
+    alone = arrays_payload(image, prediction=prediction, class_names=["tumour", "oedema"])
+    assert alone.layers[0].labels[0].color == "#e6194b"  # alone: the usual label colours
     with pytest.raises(PreviewError, match="not on the image's grid"):
         arrays_payload(image, prediction=prediction[:, :, :4])
 

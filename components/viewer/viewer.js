@@ -57,7 +57,7 @@ const state = {
   meta: null,
   view: 'multi',
   tool: 'crosshair',
-  layers: [], // {key, title, volume, opacity, on, labels: [{value, name, color, on}]}
+  layers: [], // {key, title, kind ('drawing' | 'volume'), volume, opacity, on, labels}
   results: [], // lines shown under the image: distances and ROI statistics
   lastRoi: null,
   lastDistance: null,

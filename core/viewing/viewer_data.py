@@ -120,7 +120,6 @@ class _Grid:
     ornt: np.ndarray | None       # stored axis -> display axis when there is no affine
     affine: np.ndarray | None     # stored voxel -> mm (RAS), when stored
     spacing: tuple[float, ...]    # per stored axis (1.0 when not stored)
-    array_format: bool
 
     def to_display(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A stored-layout array (2 or 3 axes) -> (display-grid (X, Y, Z) array, its affine)."""
@@ -151,7 +150,7 @@ def _grid(meta: dict, stored_shape: Sequence[int], stride: int) -> _Grid:
         spacing = [1.0] * len(stored_shape)
     affine = np.asarray(meta["affine"], dtype=float) if oriented_by == "affine" else None
     return _Grid(tuple(int(n) for n in stored_shape), stride, None if affine is not None
-                 else ornt, affine, tuple(spacing), fmt in ARRAY_FORMATS)
+                 else ornt, affine, tuple(spacing))
 
 
 def main_axis(meta: dict, stored_shape: Sequence[int]) -> int:
@@ -192,7 +191,7 @@ def compact(values: np.ndarray) -> np.ndarray:
 def nifti_gz(data: np.ndarray, affine: np.ndarray) -> bytes:
     """A NIfTI-1 file (gzip level GZIP_LEVEL) of ``data`` with ``affine`` as its sform and
     qform, values unscaled (scl_slope 1, scl_inter 0 written explicitly: nibabel writes NaN,
-    which some readers take as an offset of 1)."""
+    which Niivue's ROI statistics read as an offset of 1)."""
     import nibabel as nib
     image = nib.Nifti1Image(np.ascontiguousarray(data), affine)
     image.set_sform(affine, code=1)
@@ -233,13 +232,18 @@ def _windows(sample: np.ndarray, hu: bool, anatomy: str) -> tuple[list, str, tup
 
 # ----------------------------------------------------------------------------- labels
 
+PREDICTION_COLOURS = 8  # a prediction shown beside its mask: label k in palette colour k + 8
+
+
 def label_entries(values: Sequence[int], class_names: Sequence[str] = (),
-                  label_values: Sequence[int] | None = None) -> list[ViewerLabel]:
+                  label_values: Sequence[int] | None = None,
+                  colour_offset: int = 0) -> list[ViewerLabel]:
     """Names and colours of the label values present in a mask, named and coloured as the
-    static view does (``slice_render.label_name``, ``label_color``)."""
+    static view does (``slice_render.label_name``, ``label_color``); ``colour_offset`` shifts
+    the colours (a prediction beside its ground truth, so the two are told apart)."""
     present = [int(v) for v in values if int(v) > 0]
     return [ViewerLabel(v, label_name(v, class_names, label_values, present),
-                        hex_color(label_color(v))) for v in present]
+                        hex_color(label_color(v + colour_offset))) for v in present]
 
 
 def present_values(labels: np.ndarray) -> list[int]:
@@ -252,13 +256,13 @@ def present_values(labels: np.ndarray) -> list[int]:
 
 def _label_layer(key: str, title: str, labels_stored: np.ndarray, grid: _Grid,
                  class_names: Sequence[str], label_values: Sequence[int] | None,
-                 opacity: float) -> tuple[ViewerLayer, np.ndarray]:
+                 opacity: float, colour_offset: int = 0) -> tuple[ViewerLayer, np.ndarray]:
     """The layer and its labels on the display grid."""
     data, affine = grid.to_display(labels_stored)
     values = present_values(data)
     data = data.astype(np.uint8 if not values or max(values) <= 255 else np.int16)
-    return ViewerLayer(key, title, nifti_gz(data, affine),
-                       label_entries(values, class_names, label_values), opacity), data
+    labels = label_entries(values, class_names, label_values, colour_offset)
+    return ViewerLayer(key, title, nifti_gz(data, affine), labels, opacity), data
 
 
 def _boxes_layer(boxes: Sequence[Sequence[float]], box_labels: Sequence[str],
@@ -363,9 +367,10 @@ def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
             data, affine = grid.to_display(values)
         shape = tuple(int(n) for n in data.shape)
         layers, focus = [], None
-        for key, title, labels, label_values in masks:
+        for number, (key, title, labels, label_values) in enumerate(masks):
             layer, shown = _label_layer(key, title, labels, grid, class_names, label_values,
-                                        0.45 if key == "mask" else 0.55)
+                                        0.45 if number == 0 else 0.55,
+                                        PREDICTION_COLOURS if number else 0)
             layers.append(layer)
             focus = focus or (focus_of(shown) if len(spatial) == 3 else None)
         if len(boxes):
