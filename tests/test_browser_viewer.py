@@ -172,12 +172,26 @@ def test_viewer_shows_a_ct_in_three_views_with_its_mask(browser_path, viewer_lib
                 pytest.approx([2000, 500])
             frame.locator("#preset").select_option("CT soft tissue / abdomen")
 
+            # window/level by dragging with the right button (any tool)
+            axial = _tile(tiles, 0)
+            middle = (axial[0] + axial[2] / 2, axial[1] + axial[3] / 2)
+            page.mouse.move(*_on_page(page, frame, middle))
+            page.mouse.down(button="right")
+            page.mouse.move(*_on_page(page, frame, (middle[0] + 60, middle[1] + 30)), steps=6)
+            page.mouse.up(button="right")
+            page.wait_for_timeout(300)
+            assert frame.evaluate("() => window.m3bViewer.window()") != pytest.approx([400, 40])
+            assert "W " in frame.locator("#wl").inner_text()
+
+            # the scrubber moves the axial slice
+            frame.locator("#slice").fill("10")
+            assert frame.evaluate("() => window.m3bViewer.currentSlice(2)") == 10
+            assert frame.locator("#slice-text").inner_text() == f"11 / {SHAPE[2]}"
+
             # zoom (buttons, Ctrl + wheel) and pan (drag with the Pan tool), then Reset
             zoom = "() => window.m3bViewer.nv.scene.pan2Dxyzmm[3]"
             frame.locator("#zoom-in").click()
             assert frame.evaluate(zoom) == pytest.approx(1.25)
-            axial = _tile(tiles, 0)
-            middle = (axial[0] + axial[2] / 2, axial[1] + axial[3] / 2)
             page.mouse.move(*_on_page(page, frame, middle))
             page.keyboard.down("Control")
             page.mouse.wheel(0, -100)
