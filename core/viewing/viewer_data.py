@@ -4,7 +4,7 @@ boxes of a detection index) as gzip NIfTI volumes on one grid, with what the vie
 beside them (window presets, label names and colours, spacing). No UI here; the page calls
 ``pages/viewer_widget.py``.
 
-* The grid is the preview's display grid (``display_volume``): a volume with an affine is
+* The grid (``viewer_volumes``) is the preview's display grid: a volume with an affine is
   reoriented to the closest canonical (RAS) voxel order with nibabel's ``as_closest_canonical``
   and keeps its true voxel-to-mm affine, so the viewer shows it in patient orientation with the
   stored spacing (three orthogonal views, aspect ratio right); without an affine (arrays, 2D
@@ -17,26 +17,23 @@ beside them (window presets, label names and colours, spacing). No UI here; the 
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import math
-import struct
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from core.viewing.display_volume import (ARRAY_FORMATS, MAX_CHANNELS, RASTER_FORMATS,
-                                         PreviewError, _channel_names, _channel_stats, _is_hu,
-                                         _orientation, _read)
+from core.viewing.display_volume import (MAX_CHANNELS, RASTER_FORMATS, PreviewError,
+                                         _channel_names, _channel_stats, _is_hu, _read)
 from core.viewing.overlays import boxes_on_grid, stored_labels
 from core.viewing.slice_render import (AUTO, FULL_RANGE, WINDOW_PRESETS, box_color, hex_color,
                                        label_color, label_name, preset_for_anatomy)
+from core.viewing.viewer_volumes import (Grid, compact, focus_of, grid_of, main_axis, nifti_gz,
+                                         present_values, rgb24, stride_for)
 
 MAX_VIEWER_BYTES = 160 << 20   # image values sent to the browser, uncompressed
 MAX_SENT_BYTES = 150 << 20     # every volume of one view, compressed (a message is <= 200 MB)
-GZIP_LEVEL = 1                 # fast; CT and masks still shrink a lot
-SCL_OFFSET = 112               # byte offset of scl_slope, scl_inter in a NIfTI-1 header
 
 
 @dataclass
@@ -111,113 +108,6 @@ class ViewerPayload:
         return args
 
 
-# ----------------------------------------------------------------------------- the grid
-
-@dataclass
-class _Grid:
-    stored_shape: tuple[int, ...]
-    stride: int
-    ornt: np.ndarray | None       # stored axis -> display axis when there is no affine
-    affine: np.ndarray | None     # stored voxel -> mm (RAS), when stored
-    spacing: tuple[float, ...]    # per stored axis (1.0 when not stored)
-
-    def to_display(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A stored-layout array (2 or 3 axes) -> (display-grid (X, Y, Z) array, its affine)."""
-        import nibabel as nib
-        from nibabel.orientations import apply_orientation
-        s = self.stride
-        strided = values[(slice(None, None, s),) * values.ndim]
-        if self.affine is not None:
-            scaled = self.affine @ np.diag([s, s, s, 1.0])
-            canonical = nib.as_closest_canonical(nib.Nifti1Image(strided, scaled))
-            return np.asanyarray(canonical.dataobj), canonical.affine
-        if strided.ndim == 2:
-            strided = strided[..., None]
-        data = apply_orientation(strided, self.ornt)
-        spacing = [1.0, 1.0, 1.0]
-        for axis in range(3):
-            step = s if axis < len(self.stored_shape) else 1
-            stored = self.spacing[axis] if axis < len(self.spacing) else 1.0
-            spacing[int(self.ornt[axis, 0])] = stored * step
-        return data, np.diag(spacing + [1.0])
-
-
-def _grid(meta: dict, stored_shape: Sequence[int], stride: int) -> _Grid:
-    fmt = str(meta.get("format", ""))
-    ornt, oriented_by = _orientation(meta, len(stored_shape), fmt in ARRAY_FORMATS)
-    spacing = [float(s) for s in (meta.get("spacing") or [])][:len(stored_shape)]
-    if len(spacing) != len(stored_shape) or not all(s > 0 for s in spacing):
-        spacing = [1.0] * len(stored_shape)
-    affine = np.asarray(meta["affine"], dtype=float) if oriented_by == "affine" else None
-    return _Grid(tuple(int(n) for n in stored_shape), stride, None if affine is not None
-                 else ornt, affine, tuple(spacing))
-
-
-def main_axis(meta: dict, stored_shape: Sequence[int]) -> int:
-    """The display axis along which the stored slices are stacked (2 = axial for 2D)."""
-    if len(stored_shape) < 3:
-        return 2
-    fmt = str(meta.get("format", ""))
-    ornt, _ = _orientation(meta, 3, fmt in ARRAY_FORMATS)
-    slice_axis = 0 if fmt in ARRAY_FORMATS else 2
-    return int(ornt[slice_axis, 0])
-
-
-# ----------------------------------------------------------------------------- values
-
-def compact(values: np.ndarray) -> np.ndarray:
-    """The values in the smallest of uint8 / int16 that holds each of them exactly, else
-    float32 (non-finite values become 0)."""
-    values = np.asarray(values)
-    if values.dtype.kind in "ui" and values.dtype.itemsize <= 2:
-        lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
-    else:
-        values = np.asarray(values, dtype=np.float32)
-        if not np.isfinite(values).all():
-            values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
-        lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
-        flat = values.reshape(-1)
-        step = 1 << 22
-        if not all(np.array_equal(part, np.floor(part))
-                   for part in (flat[i:i + step] for i in range(0, flat.size, step))):
-            return values
-    if 0 <= lo and hi <= 255:
-        return values.astype(np.uint8)
-    if -32768 <= lo and hi <= 32767:
-        return values.astype(np.int16)
-    return values.astype(np.float32)
-
-
-def nifti_gz(data: np.ndarray, affine: np.ndarray) -> bytes:
-    """A NIfTI-1 file (gzip level GZIP_LEVEL) of ``data`` with ``affine`` as its sform and
-    qform, values unscaled (scl_slope 1, scl_inter 0 written explicitly: nibabel writes NaN,
-    which Niivue's ROI statistics read as an offset of 1)."""
-    import nibabel as nib
-    image = nib.Nifti1Image(np.ascontiguousarray(data), affine)
-    image.set_sform(affine, code=1)
-    image.set_qform(affine, code=1)
-    raw = bytearray(image.to_bytes())
-    struct.pack_into("<ff" if raw[0] == 92 else ">ff", raw, SCL_OFFSET, 1.0, 0.0)
-    return gzip.compress(bytes(raw), compresslevel=GZIP_LEVEL, mtime=0)
-
-
-def _rgb(channels: np.ndarray) -> np.ndarray:
-    """(3, ...) values -> a NIfTI RGB24 array of the same spatial shape."""
-    top = float(channels.max()) if channels.size else 0.0
-    scale = 255.0 / top if top > 255 else (255.0 if top <= 1.0 else 1.0)
-    scaled = np.rint(np.clip(channels * scale, 0, 255)).astype(np.uint8)
-    out = np.empty(channels.shape[1:], dtype=[("R", "u1"), ("G", "u1"), ("B", "u1")])
-    out["R"], out["G"], out["B"] = scaled[0], scaled[1], scaled[2]
-    return out
-
-
-def _stride_for(stored_shape: Sequence[int], itemsize: int, max_bytes: int) -> int:
-    factor = 1
-    while itemsize * math.prod(math.ceil(n / factor) for n in stored_shape) > max_bytes:
-        factor += 1
-    return factor
-
-
 def _windows(sample: np.ndarray, hu: bool, anatomy: str) -> tuple[list, str, tuple]:
     """Presets (CT ones for HU), the one shown first and its (width, level)."""
     lo, hi, vmin, vmax = _channel_stats(np.asarray(sample, dtype=np.float32))
@@ -246,15 +136,7 @@ def label_entries(values: Sequence[int], class_names: Sequence[str] = (),
                         hex_color(label_color(v + colour_offset))) for v in present]
 
 
-def present_values(labels: np.ndarray) -> list[int]:
-    """The label values > 0 in a label volume (counted, not sorted: fast on big volumes)."""
-    if not labels.size:
-        return []
-    counts = np.bincount(np.clip(labels.reshape(-1), 0, None).astype(np.int64))
-    return [int(v) for v in np.nonzero(counts)[0] if v > 0]
-
-
-def _label_layer(key: str, title: str, labels_stored: np.ndarray, grid: _Grid,
+def _label_layer(key: str, title: str, labels_stored: np.ndarray, grid: Grid,
                  class_names: Sequence[str], label_values: Sequence[int] | None,
                  opacity: float, colour_offset: int = 0) -> tuple[ViewerLayer, np.ndarray]:
     """The layer and its labels on the display grid."""
@@ -266,7 +148,7 @@ def _label_layer(key: str, title: str, labels_stored: np.ndarray, grid: _Grid,
 
 
 def _boxes_layer(boxes: Sequence[Sequence[float]], box_labels: Sequence[str],
-                 class_names: Sequence[str], grid: _Grid, shape: tuple[int, int, int],
+                 class_names: Sequence[str], grid: Grid, shape: tuple[int, int, int],
                  affine: np.ndarray) -> ViewerLayer | None:
     """Box outlines (drawn on every axial plane a box crosses) as a label volume: one label
     per box class, coloured as in the static view."""
@@ -309,20 +191,6 @@ def _finish(payload: ViewerPayload) -> ViewerPayload:
     return payload
 
 
-def focus_of(labels: np.ndarray) -> tuple[float, float, float] | None:
-    """The centre of a label volume's foreground as fractions of each axis (where the
-    crosshair starts: on the mask), or None when it is empty."""
-    fractions = []
-    for axis in range(3):
-        other = tuple(a for a in range(3) if a != axis)
-        counts = np.count_nonzero(labels, axis=other) if labels.ndim == 3 else None
-        if counts is None or not counts.any():
-            return None
-        centre = float(np.average(np.arange(counts.size), weights=counts))
-        fractions.append((centre + 0.5) / counts.size)
-    return tuple(fractions)  # type: ignore[return-value]
-
-
 def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
                   modality: str = "",
                   channel: int = 0, anatomy: str = "",
@@ -356,13 +224,13 @@ def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
     else:
         values = compact(arr[min(max(int(channel), 0), arr.shape[0] - 1)])
         itemsize = values.dtype.itemsize
-    stride = _stride_for(spatial, itemsize, max_bytes)
+    stride = stride_for(spatial, itemsize, max_bytes)
     stored_spacing = [float(s) for s in (meta.get("spacing") or [])][:len(spatial)]
     has_spacing = len(stored_spacing) == len(spatial) and all(s > 0 for s in stored_spacing)
     while True:
-        grid = _grid(meta, spatial, stride)
+        grid = grid_of(meta, spatial, stride)
         if rgb:
-            data, affine = grid.to_display(_rgb(values))
+            data, affine = grid.to_display(rgb24(values))
         else:
             data, affine = grid.to_display(values)
         shape = tuple(int(n) for n in data.shape)
