@@ -21,7 +21,8 @@ async function ensureViewer () {
   const nv = new Niivue({
     backColor: [0, 0, 0, 1],
     crosshairColor: [0.25, 0.72, 1.0, 0.75],
-    crosshairWidth: 1,
+    crosshairWidthUnit: 'percent', // a hairline whatever the voxel size (not one voxel wide)
+    crosshairWidth: 0.3,
     show3Dcrosshair: false,
     isColorbar: false,
     isOrientCube: false,
@@ -215,8 +216,6 @@ async function render (args) {
     mark('drawing')
   }
   nv.opts.isOrientationTextVisible = Boolean(meta.oriented && meta.is3d)
-  // a 2D image keeps a faint crosshair: it marks the point whose value is read out
-  nv.opts.crosshairColor = [0.25, 0.72, 1.0, meta.is3d ? 0.75 : 0.3]
   fillPresets(meta)
   for (const button of document.querySelectorAll('#views button')) button.disabled = !meta.is3d
   document.querySelector('#tools [data-tool="roi"]').disabled = meta.rgb
