@@ -107,7 +107,8 @@ else:
 
 class_names = mask_names if mask_names is not None else (list(card.classes) if card else [])
 vkey = hashlib.sha1(f"{sample.image}|{sample.series_files}".encode()).hexdigest()[:12]
-tabs = st.tabs(["Image", "Thumbnails per class"] if scan is not None else ["Image"])
+tabs = st.tabs(["Image", "Thumbnails" if mask_names is not None else "Thumbnails per class"]
+               if scan is not None else ["Image"])
 
 with tabs[0]:
     interactive = False
@@ -185,10 +186,14 @@ with tabs[0]:
 
 if scan is not None:
     with tabs[1]:
-        st.caption("A few images of each class, chosen at random (seeded), with their masks "
-                   f"and boxes. At most {MAX_THUMB_CLASSES} classes (the largest) are shown.")
-        per_class = st.slider("Images per class", 1, MAX_THUMBS_PER_CLASS, 4,
-                              key="pv_thumbs_per_class")
+        if mask_names is not None:
+            st.caption("A few cases, chosen at random (seeded), with their masks.")
+        else:
+            st.caption("A few images of each class, chosen at random (seeded), with their "
+                       f"masks and boxes. At most {MAX_THUMB_CLASSES} classes (the largest) are "
+                       "shown.")
+        per_class = st.slider("Images per class" if mask_names is None else "Cases shown", 1,
+                              MAX_THUMBS_PER_CLASS, 4, key="pv_thumbs_per_class")
         if st.toggle("Show thumbnails", value=False, key="pv_thumbs_on",
                      help="Reads a few images per class; 3D volumes take a moment the first "
                           "time (then they are cached)."):

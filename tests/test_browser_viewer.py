@@ -127,11 +127,13 @@ def test_viewer_shows_a_ct_in_three_views_with_its_mask(browser_path, viewer_lib
             state = frame.evaluate("""() => ({
               volumes: window.m3bViewer.nv.volumes.length, view: window.m3bViewer.view,
               drawing: Boolean(window.m3bViewer.nv.drawBitmap),
+              nearest: window.m3bViewer.nv.opts.isNearestInterpolation,
               layers: window.m3bViewer.layers(), window: window.m3bViewer.window(),
               webgl2: Boolean(window.m3bViewer.nv.gl) })""")
             # the image as a volume, the mask as Niivue's label drawing on the same grid
             assert state["webgl2"] and state["volumes"] == 1 and state["drawing"]
             assert state["view"] == "multi" and state["layers"][0]["kind"] == "drawing"
+            assert state["nearest"] is False  # enlarged smoothly, no pixel blocks
             assert [lbl["name"] for lbl in state["layers"][0]["labels"]] == ["liver", "spleen"]
             assert state["window"] == pytest.approx([400, 40])  # CT soft tissue
 

@@ -336,6 +336,7 @@ def test_page_shows_a_segmentation_case_in_the_viewer(home, viewer_installed, tm
     _, second, _ = _component(at)
     assert second["key"] != meta["key"]
     # thumbnails are grouped as cases
+    assert [t.label for t in at.tabs] == ["Image", "Thumbnails"]
     next(t for t in at.toggle if t.label == "Show thumbnails").set_value(True).run()
     assert not at.exception and "**Cases** · 4 images" in _texts(at)
     # the static view is one switch away
