@@ -44,7 +44,8 @@ export function addResult (text) {
 export function onMeasurement (measurement) {
   state.lastDistance = measurement.distance
   const view = ['axial', 'coronal', 'sagittal'][measurement.sliceType] || ''
-  addResult(`Distance ${fmt(measurement.distance, 1)} mm` + (view && state.meta.is3d ? ` (${view})` : ''))
+  const where = view && state.meta.is3d ? ` (${view})` : ''
+  addResult(`Distance ${fmt(measurement.distance, 1)} mm${where}`)
 }
 
 export function onDragRelease (params) {
@@ -52,7 +53,10 @@ export function onDragRelease (params) {
   const start = Array.from(params.voxStart).map(Math.round)
   const end = Array.from(params.voxEnd).map(Math.round)
   if (start.every((v, i) => v === end[i])) return
-  const stats = state.nv.getDescriptives({ layer: 0, roiIsMask: true, startVox: start, endVox: end })
+  // Niivue's statistics of the image inside the ellipse dragged on one slice
+  const stats = state.nv.getDescriptives({
+    layer: 0, roiIsMask: true, startVox: start, endVox: end
+  })
   if (!stats || !stats.nvox) return
   state.lastRoi = stats
   const area = stats.area ? `, area ${fmt(stats.area, 1)} mm²` : ''

@@ -151,6 +151,7 @@ async function render (args) {
   const t0 = performance.now()
   const timings = { startedAt: performance.timeOrigin + t0 } // epoch ms: the bytes arrived
   const mark = (name) => { timings[name] = Math.round(performance.now() - t0) }
+  state.error = null
   message('Loading the image…')
   Streamlit.height()
   let nv
@@ -221,9 +222,8 @@ async function render (args) {
   document.querySelector('#tools [data-tool="roi"]').disabled = meta.rgb
   $('views').style.display = meta.is3d ? 'flex' : 'none'
   buildLayerControls()
-  if (meta.focus) {
-    nv.scene.crosshairPos = Float32Array.from(meta.focus)
-  }
+  // the crosshair starts on the mask (its centre), else in the middle of the volume
+  nv.scene.crosshairPos = Float32Array.from(meta.focus || [0.5, 0.5, 0.5])
   setView(meta.is3d ? (meta.view || 'multi') : 'axial')
   nv.setPan2Dxyzmm([0, 0, 0, 1])
   nv.createOnLocationChange()
@@ -276,6 +276,11 @@ window.addEventListener('message', (event) => {
   if (!data || data.type !== 'streamlit:render') return
   queue = queue.then(() => render(data.args)).catch((err) => {
     state.error = String(err && err.stack ? err.stack : err)
+    state.key = null
+    if ($('message').textContent === 'Loading the image…') {
+      message('This image could not be shown in the interactive viewer. Use the static view ' +
+        '(the switch above the viewer).')
+    }
     console.error(err)
   })
 })
@@ -294,7 +299,10 @@ window.m3bViewer = {
   get timings () { return state.timings },
   get gradientSkipped () { return gradientSkipped },
   layers: () => state.layers.map((l) => ({
-    key: l.key, kind: l.kind, on: l.on, labels: l.labels.map((x) => ({ value: x.value, name: x.name, on: x.on }))
+    key: l.key,
+    kind: l.kind,
+    on: l.on,
+    labels: l.labels.map((x) => ({ value: x.value, name: x.name, on: x.on }))
   })),
   sliceCount, currentSlice, setSlice, setView, setTool, setWindow, toggleLabel, zoomBy,
   window: () => (state.nv && state.nv.volumes[0] ? windowOf(state.nv.volumes[0]) : null)
