@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: setup demo run test test-fast m3bench bench bench-expert fuzz faults clean-venv
+.PHONY: setup demo run test test-fast m3bench bench bench-expert bench-ui fuzz faults clean-venv
 
 VIEWER := components/viewer
 
@@ -46,6 +46,11 @@ m3bench: setup
 # fuzzed registrations: EXAMPLES generated bad or odd dataset folders (default 1000); totals
 fuzz: setup
 	$(PY) -m bench.fuzz_registration --examples $(or $(EXAMPLES),1000)
+
+# what a clinician waits for, in Chromium: first paint, request -> plan, approve -> model
+# (median of RUNS, default 5), idle CPU; warm standby worker vs cold starts
+bench-ui: setup
+	$(PY) -m bench.ui_timings --runs $(or $(RUNS),5)
 
 # the escape corpus, the fault suite and the fuzzed registrations, with totals
 faults: setup

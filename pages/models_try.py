@@ -23,6 +23,7 @@ from core.viewing.prediction_views import (box_corners_on_slice, boxes_at_least,
 from pages.models_charts import (COLOUR_NAMES, PLOT_CONFIG, boxes_figure, image_figure,
                                  mask_figure, probabilities_figure)
 from pages.ui_common import md_escape
+from pages.viewer_widget import show_arrays, viewer_available
 
 
 @st.cache_resource(max_entries=2, show_spinner="Loading the model…")
@@ -57,8 +58,25 @@ def show_probabilities(pred) -> None:
                    "chosen on validation images (see Test results).")
 
 
+def interactive(pred, key: str, prediction=None) -> bool:
+    """The uploaded image (and the predicted mask) in the interactive viewer, when it is
+    installed and wanted; False when the static figures are to be drawn instead."""
+    if not viewer_available() or not st.toggle(
+            "Interactive viewer", value=True, key=f"{key}-viewer",
+            help="Three views for volumes in patient orientation, zoom, pan, window/level, "
+                 "each predicted label on or off, distances and ROI statistics. Off: static "
+                 "slices."):
+        return False
+    return show_arrays(pred.image, key=f"{key}-niivue", prediction=prediction,
+                       spacing=pred.spacing, class_names=pred.classes,
+                       name="uploaded image")
+
+
 def show_mask(pred, key: str) -> None:
     mask, image = pred.mask, pred.image
+    if interactive(pred, key, prediction=mask):
+        show_mask_sizes(pred)
+        return
     depth = depth_of(image)
     k = slice_index(f"{key}-slice", depth, busiest_slice(mask, depth))
     img2d, mask2d = (image[..., k], mask[..., k]) if depth > 1 else (image, mask)
@@ -69,7 +87,11 @@ def show_mask(pred, key: str) -> None:
     fig = mask_figure(img2d, mask2d, pred.classes)
     with mask_col:
         st.plotly_chart(fig, width="stretch", config=PLOT_CONFIG)
-    unit, sizes = mask_sizes(mask, pred.spacing, len(pred.classes))
+    show_mask_sizes(pred)
+
+
+def show_mask_sizes(pred) -> None:
+    unit, sizes = mask_sizes(pred.mask, pred.spacing, len(pred.classes))
     st.dataframe(pd.DataFrame([{"Class": name,
                                 "Colour": COLOUR_NAMES[(c - 1) % len(COLOUR_NAMES)],
                                 f"Size ({unit})": size}
@@ -108,10 +130,11 @@ def show_prediction(pred, key: str) -> None:
         image_col, result_col = st.columns(2, gap="large")
         with image_col:
             img = pred.image
-            st.plotly_chart(image_figure(middle_slice(img),
-                                         "Uploaded image" + (" (middle slice)" if img.ndim == 3
-                                                             else "")),
-                            width="stretch", config=PLOT_CONFIG)
+            if img.ndim < 3 or not interactive(pred, key):  # a volume: all of it, in 3 views
+                st.plotly_chart(image_figure(middle_slice(img),
+                                             "Uploaded image" + (" (middle slice)"
+                                                                 if img.ndim == 3 else "")),
+                                width="stretch", config=PLOT_CONFIG)
         with result_col:
             show_probabilities(pred)
     elif pred.template == "segmentation":

@@ -374,6 +374,13 @@ def test_page_upload_wrong_type_errors_and_png_gives_probabilities(trained, mode
     at.file_uploader[0].set_value((ref.name, ref.read_bytes(), "application/gzip")).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error
+    from pages.viewer_widget import viewer_available
+    if viewer_available():  # the volume and the predicted labels in the interactive viewer
+        viewer = next(t for t in at.toggle if t.label == "Interactive viewer")
+        assert viewer.value and not [s for s in at.slider if s.label == "Slice"]
+        assert at.get("component_instance")
+        viewer.set_value(False).run()  # off: the static slices
+        assert not at.exception, [e.value for e in at.exception]
     depth = read_image(str(ref))[0].shape[-1]
     slider = next(s for s in at.slider if s.label == "Slice")
     assert slider.max == depth - 1
