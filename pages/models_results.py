@@ -13,9 +13,11 @@ from core.viewing.decision_views import (calibration_summary, ece_spread_text,
 from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
                                       diagnosis_rows, metric_table, report_comparison,
                                       report_samples, rouge_l_gain, segmentation_rows)
+from core.viewing.test_cases import case_choices, load_case
 from pages.models_charts import (PLOT_CONFIG, bar_figure, comparison_figure, confusion_figure,
                                  pr_figure, reliability_figure, roc_figure)
 from pages.ui_common import fmt_num, metrics_row
+from pages.viewer_widget import show_arrays, viewer_available
 
 
 def ci_text(ci) -> str:
@@ -90,7 +92,7 @@ def show_decision(report: dict) -> None:
                    "diagonal. " + (cal["note"] or ""))
 
 
-def show_segmentation(report: dict) -> None:
+def show_segmentation(report: dict, workspace: Path | None = None) -> None:
     rows = segmentation_rows(report)
     if not rows:
         st.caption("No per-class results in the report.")
@@ -114,6 +116,33 @@ def show_segmentation(report: dict) -> None:
     st.caption("HD95: the 95th percentile of the distances between predicted and true "
                "boundaries, in mm (pixels for images without a spacing). A class missed "
                "entirely counts as the image diagonal.")
+    if workspace is not None:
+        show_test_cases(report, workspace)
+
+
+def show_test_cases(report: dict, workspace: Path) -> None:
+    """One test case in the viewer: the image, its ground truth and the model's prediction as
+    overlays, each label on or off (worst Dice first)."""
+    cases = case_choices(report)
+    if not cases or not viewer_available():
+        return
+    with st.expander("Test cases: image, ground truth and prediction in the viewer",
+                     icon=":material/view_in_ar:"):
+        labels = [c["label"] for c in cases]
+        chosen = st.selectbox("Test case (lowest Dice first)", labels,
+                              key=f"test-case-{workspace.name}")
+        case = cases[labels.index(chosen)]
+        try:
+            loaded = load_case(workspace, case)
+        except (OSError, ValueError) as exc:  # ImageReadError is a ValueError
+            st.warning(f"This test case cannot be shown: {exc}", icon=":material/warning:")
+            return
+        names = list(report.get("per_class") or {})
+        show_arrays(loaded.image, key=f"test-case-viewer-{workspace.name}",
+                    mask=loaded.truth, prediction=loaded.prediction, affine=loaded.affine,
+                    spacing=loaded.spacing or None, class_names=names, name="test case")
+        st.caption("Ground truth and prediction are separate layers (the prediction's labels "
+                   "in their own colours); switch each label of either on or off in the viewer.")
 
 
 def show_detection(report: dict) -> None:
@@ -169,7 +198,8 @@ def show_report_generation(report: dict) -> None:
 def show_results(report: dict, template: str, workspace: Path) -> None:
     """The tab's content for a model's report.json (``{}`` when it is missing)."""
     sections = {"diagnosis": lambda r: show_diagnosis(r, workspace),
-                "segmentation": show_segmentation, "detection": show_detection,
+                "segmentation": lambda r: show_segmentation(r, workspace),
+                "detection": show_detection,
                 "report_generation": show_report_generation}
     if not report:
         st.warning("The evaluation report for this model is missing, so no detailed results "

@@ -1,14 +1,17 @@
-"""kill -9 at every stage before training (training itself: tests/test_kill_build.py): while the
-Task Manager plans, while the plan awaits approval, while the Data Engineer indexes, and while
-the Module Architect's check child runs. The CLI (where there is one), the job's worker and its
-children are killed; then every reader sees the job ``interrupted``, the store passes
+"""kill -9 at every stage, one job taken through all of them (cheaper than a job per stage):
+while the Task Manager plans, while the plan awaits approval, while the Data Engineer indexes,
+while the Module Architect's check child runs, and while the training child trains. The CLI
+(where there is one), the job's worker and its children are killed each time; then every
+reader sees the job ``interrupted`` (without anyone writing it), the store passes
 ``integrity_check``, the dataset folder, its datacard and the other jobs are unchanged, no model
-exists, and ``crew resume`` goes on from the stage that did not finish (the finished ones are
-kept, not run again) to a scored model.
+exists and nothing is half-written; and the next ``crew resume`` goes on from the stage that did
+not finish (the finished ones kept, not run again), the last one from training's newest
+complete checkpoint to a scored model.
 
 The planning and indexing stages are over in tens of milliseconds, so the worker is told to stop
 itself just before a given tool call (core/config/faults.py) and is killed from here while
-stopped; the dataloader check (a child importing torch) lasts seconds and is killed as it runs.
+stopped; the dataloader check (a child importing torch) and training last seconds and are
+killed as they run.
 """
 from __future__ import annotations
 
@@ -142,55 +145,33 @@ def starts(home: Path, job_id: str) -> dict[str, int]:
         return dict(found.fetchall())
 
 
-def assert_resumes(home: Path, job_id: str, *extra: str) -> dict:
-    resumed = cli("resume", job_id, "--json", *extra, home=home)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    result = json.loads(resumed.stdout)
-    assert result["status"] == "succeeded" and "auc" in result["metrics"], result
-    with sqlite3.connect(f"file:{home / 'store.db'}?mode=ro", uri=True) as conn:
-        assert conn.execute("select count(*) from models where job_id = ?",
-                            [job_id]).fetchone() == (1,)
-        notes = [r[0] for r in conn.execute(
-            "select result from job_events where job_id = ? and tool = 'resume'", [job_id])]
-    assert notes and "by autopilot" in notes[-1]
-    return starts(home, job_id)
+def newest_complete_checkpoint(workspace: Path) -> Path | None:
+    from core.jobs.lifecycle import checkpoints
+    complete = checkpoints(JobWorkspace(workspace))[0]
+    return complete[-1] if complete else None
 
 
-@pytest.mark.parametrize("tool, killed_in", [("write_plan", "Task Manager"),
-                                             ("build_index", "Data Engineer")])
-def test_kill_9_mid_stage_then_resume(home, tool, killed_in):
-    """The worker stops itself before the stage's last tool; CLI and worker are killed."""
-    before = outside_state(home)
-    build = subprocess.Popen([sys.executable, "-m", "crew", "build", REQUEST, "--yes", "--json"],
-                             cwd=ROOT, env=env_for(home, **{PAUSE_ENV: tool}),
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+def resume_and_kill(home: Path, job_id: str, ready, what: str, *extra: str,
+                    pause: str | None = None) -> list[int]:
+    """``crew resume`` until ``ready(row)`` says the stage to kill in is reached, then kill -9
+    the CLI, the worker and its children; returns the killed pids."""
+    env = env_for(home, **({PAUSE_ENV: pause} if pause else {}))
+    proc = subprocess.Popen([sys.executable, "-m", "crew", "resume", job_id, "--json", *extra],
+                            cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        job = wait_for(lambda: (r := row(home)) and r["created_at"] and stopped(r["pid"]) and r,
-                       f"the worker to stop before {tool}", alive=build)
-        assert job["stage"] == killed_in
-        victims = [build.pid, *family(job["pid"])]
+        job = wait_for(lambda: (r := row(home, job_id)) and r["pid"] and ready(r) and r,
+                       what, alive=proc)
+        victims = [proc.pid, *family(job["pid"])]
         kill_all(victims)
     finally:
-        if build.poll() is None:
-            build.kill()
-        build.wait(timeout=30)
-    job_id = job["id"]
-    ws = JobWorkspace(Path(job["workspace"]))
-    assert_interrupted(home, job_id, victims, before)
-    if killed_in == "Task Manager":
-        assert not ws.plan.exists()  # nothing half-written: the plan was never started
-    else:
-        assert ws.plan.exists() and not any(ws.datapath.glob("*.json*"))
-    counts = assert_resumes(home, job_id)
-    kept = ["Task Manager"] if killed_in == "Data Engineer" else []
-    assert all(counts[role] == 1 for role in kept), counts
-    assert counts[killed_in] == 2 and counts["Model Trainer"] == 1, counts
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    return victims  # (kill_all reaped the CLI itself, so its Popen cannot see the signal)
 
 
-def test_kill_9_while_awaiting_approval_asks_again(home):
-    """The app's way: a worker waits for approval and is killed; resuming without a terminal
-    and without --yes is refused, changing nothing; with --yes the kept plan is approved."""
+def test_kill_9_at_every_stage_then_resume(home, monkeypatch):
     from core.config.settings import get_settings
     from core.jobs.launcher import launch_worker
     from core.jobs.lifecycle import create_job
@@ -198,50 +179,76 @@ def test_kill_9_while_awaiting_approval_asks_again(home):
     before = outside_state(home)
     settings = get_settings(str(home))
     store = open_store(settings.store_path)
+
+    # 1. planning (the app's way): the worker stops before write_plan and is killed
+    monkeypatch.setenv(PAUSE_ENV, "write_plan")
     job_id = create_job(settings, store, REQUEST, "autopilot", auto_approve=False)
     pid = launch_worker(settings, store, job_id)
-    wait_for(lambda: row(home, job_id)["status"] == "awaiting_approval", "the plan")
+    monkeypatch.delenv(PAUSE_ENV)
+    wait_for(lambda: stopped(pid), "the worker to stop before write_plan")
+    assert row(home, job_id)["stage"] == "Task Manager"
     victims = family(pid)
     kill_all(victims)
     assert_interrupted(home, job_id, victims, before)
-    recorded = row(home, job_id)
+    ws = JobWorkspace(Path(row(home, job_id)["workspace"]))
+    assert not ws.plan.exists()  # nothing half-written: the plan was never started
 
+    # the plan was never approved: without a terminal and without --yes, resuming is refused
+    recorded = row(home, job_id)
     refused = cli("resume", job_id, "--json", home=home)
     assert refused.returncode == 2
     error = json.loads(refused.stdout)
     assert error["kind"] == "needs_approval" and "--yes" in error["error"]
     assert row(home, job_id) == recorded  # refused before anything changed
 
-    counts = assert_resumes(home, job_id, "--yes")
-    assert counts["Task Manager"] == 1 and counts["Data Engineer"] == 1, counts
-    audit = [r["action"] for r in store.rows("select action from audit where target = ?",
-                                             [job_id])]
-    assert "plan_approved" in audit
-
-
-def test_kill_9_during_the_dataloader_check_then_resume(home):
-    """The check child runs (seconds: it imports torch); CLI, worker and child are killed."""
-    before = outside_state(home)
-    build = subprocess.Popen([sys.executable, "-m", "crew", "build", REQUEST, "--yes", "--json"],
-                             cwd=ROOT, env=env_for(home), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def checking():
-            r = row(home)
-            if r and r["stage"] == "Module Architect" and r["pid"] and len(family(r["pid"])) > 1:
-                return r
-            return None
-        job = wait_for(checking, "the dataloader check child", alive=build)
-        victims = [build.pid, *family(job["pid"])]
-        kill_all(victims)
-    finally:
-        if build.poll() is None:
-            build.kill()
-        build.wait(timeout=30)
-    job_id = job["id"]
-    ws = JobWorkspace(Path(job["workspace"]))
+    # 2. awaiting approval (the app's way: the Resume button's calls)
+    from core.jobs.lifecycle import prepare_resume
+    prepare_resume(store, job_id)
+    pid = launch_worker(settings, store, job_id, resume=True)
+    wait_for(lambda: row(home, job_id)["status"] == "awaiting_approval", "the plan")
+    victims = family(pid)
+    kill_all(victims)
     assert_interrupted(home, job_id, victims, before)
-    assert not ws.train_config.exists()
-    counts = assert_resumes(home, job_id)
-    assert counts["Task Manager"] == 1 and counts["Data Engineer"] == 1, counts
-    assert counts["Module Architect"] == 2 and counts["Model Trainer"] == 1, counts
+    assert ws.plan.exists() and row(home, job_id)["approval"] == "pending"
+
+    # 3. indexing: `crew resume --yes` approves the kept plan; the worker stops before build_index
+    victims = resume_and_kill(home, job_id, lambda r: stopped(r["pid"]),
+                              "the worker to stop before build_index", "--yes",
+                              pause="build_index")
+    assert row(home, job_id)["stage"] == "Data Engineer"
+    assert_interrupted(home, job_id, victims, before)
+    assert not any(ws.datapath.glob("*.json*"))
+    assert row(home, job_id)["approval"] == "approved"
+
+    # 4. the dataloader check child runs (seconds: it imports torch)
+    victims = resume_and_kill(home, job_id, lambda r: r["stage"] == "Module Architect"
+                              and len(family(r["pid"])) > 1, "the dataloader check child")
+    assert_interrupted(home, job_id, victims, before)
+    assert any(ws.datapath.glob("*.json")) and not ws.train_config.exists()
+
+    # 5. training: killed once an epoch's checkpoint is complete
+    victims = resume_and_kill(home, job_id, lambda r: r["stage"] == "Model Trainer" and
+                              newest_complete_checkpoint(ws.root) is not None,
+                              "a complete checkpoint")
+    assert_interrupted(home, job_id, victims, before)
+    with sqlite3.connect(f"file:{home / 'store.db'}?mode=ro", uri=True) as conn:
+        status = conn.execute("select status from jobs where id = ?", [job_id]).fetchone()
+    assert status == ("running",)  # readers saw 'interrupted' without writing anything
+    state = json.loads((newest_complete_checkpoint(ws.root) / "trainer_state.json").read_text())
+
+    # 6. the last resume continues training from its newest complete checkpoint
+    resumed = cli("resume", job_id, "--json", home=home)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "succeeded" and "auc" in result["metrics"], result
+    summary = json.loads((ws.logout / "train_summary.json").read_text())
+    assert summary["global_step"] >= state["global_step"]
+    with sqlite3.connect(f"file:{home / 'store.db'}?mode=ro", uri=True) as conn:
+        assert conn.execute("select count(*) from models where job_id = ?",
+                            [job_id]).fetchone() == (1,)
+        notes = [r[0] for r in conn.execute(
+            "select result from job_events where job_id = ? and tool = 'resume'", [job_id])]
+    assert len(notes) == 4 and all("by autopilot" in n for n in notes)  # steps 2 to 5
+    # each stage ran again only after the kill that interrupted it: finished ones were kept
+    assert starts(home, job_id) == {"Task Manager": 2, "Data Engineer": 2,
+                                    "Module Architect": 2, "Model Trainer": 2}

@@ -315,6 +315,7 @@ def test_detection_and_report_inference_match_the_templates(trained):
 
 @pytest.mark.slow
 def test_page_shows_each_model_with_charts_card_and_downloads(trained, models_home):
+    from pages.viewer_widget import viewer_available
     at = run_page()
     overview = at.dataframe[0].value
     assert len(overview) == 5
@@ -338,6 +339,11 @@ def test_page_shows_each_model_with_charts_card_and_downloads(trained, models_ho
         assert files | {"Evaluation report (report.json)", "Model card (model_card.md)"} <= labels
         page = texts(at)
         assert core.RESEARCH_ONLY in page and "Intended use and limits" in page
+        if template == "segmentation" and viewer_available():  # image, truth, prediction
+            assert any(e.label.startswith("Test cases: image, ground truth and prediction")
+                       for e in at.expander)
+            assert at.selectbox(key=f"test-case-{trained[template]}").options
+            assert at.get("component_instance")
         if template == "diagnosis":   # the ECE comes with what chance allows on this test set
             assert "Expected calibration error (ECE) on the test set" in page
             assert "perfectly calibrated model could show an ECE up to" in page
