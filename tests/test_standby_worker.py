@@ -113,3 +113,25 @@ def test_a_dead_standby_is_not_handed_a_job(warm, store, monkeypatch):
     monkeypatch.setitem(standby._STANDBY, str(settings.home), Dead())
     assert standby.hand_over(settings, "some-job") is None
     assert str(settings.home) not in standby._STANDBY
+
+
+def test_a_standby_that_keeps_dying_is_not_restarted_on_every_page_run(warm, monkeypatch):
+    settings = warm
+    spawned = []
+
+    class Dies:
+        pid = 7
+
+        def poll(self):
+            return 1
+
+    def spawn(_settings):
+        spawned.append(1)
+        return Dies()
+
+    monkeypatch.setattr(standby, "_spawn", spawn)
+    assert standby.ensure_standby(settings) == 7 and len(spawned) == 1
+    assert standby.ensure_standby(settings) is None and len(spawned) == 1  # died: wait
+    monkeypatch.setitem(standby._SPAWNED, str(settings.home), 0.0)  # a minute later
+    assert standby.ensure_standby(settings) == 7 and len(spawned) == 2
+    monkeypatch.delitem(standby._STANDBY, str(settings.home))

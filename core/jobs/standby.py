@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from core.config.secrets import worker_env
@@ -31,6 +32,8 @@ REPLACE_AFTER_S = 15.0  # the next standby warms up once the job just handed ove
 _LOCK = threading.Lock()
 _STANDBY: dict[str, subprocess.Popen] = {}  # by home folder, in this (the app's) process
 _HANDED: list[subprocess.Popen] = []        # handed-over workers, reaped once they end
+_SPAWNED: dict[str, float] = {}             # when this home's last standby was started
+RESPAWN_AFTER_S = 60.0  # a standby that died waiting is not restarted on every page run
 
 
 def enabled() -> bool:
@@ -59,8 +62,12 @@ def ensure_standby(settings: Settings) -> int | None:
     with _LOCK:
         _reap()
         proc = _STANDBY.get(key)
-        if proc is None or proc.poll() is not None:
-            proc = _STANDBY[key] = _spawn(settings)
+        if proc is not None and proc.poll() is None:
+            return proc.pid
+        if proc is not None and time.time() - _SPAWNED.get(key, 0.0) < RESPAWN_AFTER_S:
+            return None  # it died soon after starting (see <home>/standby.log): cold starts
+        proc = _STANDBY[key] = _spawn(settings)
+        _SPAWNED[key] = time.time()
         return proc.pid
 
 
