@@ -1,8 +1,8 @@
 """A job's own process: ``python -m crew.worker JOB_ID --home DIR [--resume]``. The app starts it
 detached (``core.jobs.launcher.launch_worker``), so a job outlives the page, the server or the
-terminal that started it. ``--resume``
-runs only the Model Trainer's training again, from the newest checkpoint (crew/resume.py), for
-a job ``core.jobs.lifecycle.prepare_resume`` queued. ``--standby`` starts a warm worker that
+terminal that started it. ``--resume`` goes on with a job ``core.jobs.lifecycle.prepare_resume``
+queued: training from its newest checkpoint, else from the stage that did not finish
+(crew/resume.py). ``--standby`` starts a warm worker that
 waits for the app to hand it a job (core/jobs/standby.py)."""
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job_id", nargs="?")
     parser.add_argument("--home")
     parser.add_argument("--resume", action="store_true",
-                        help="train again from the newest checkpoint "
-                             "(core.jobs.lifecycle.prepare_resume)")
+                        help="go on with a job prepare_resume queued: training from its newest "
+                             "checkpoint, else from the stage that did not finish")
     parser.add_argument("--standby", action="store_true",
                         help="warm up, then wait for a job id on stdin (core/jobs/standby.py)")
     args = parser.parse_args(argv)
