@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
@@ -29,43 +27,12 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.test_browser import _ask, _job, _settle, chromium, free_port  # noqa: E402
+from bench.app_server import start_app, stop_app  # noqa: E402
+from tests.test_browser import _ask, _job, _settle, chromium  # noqa: E402
 
 REQUEST = "classify pneumonia versus normal chest X-rays"
 PLAN_TEXT = "The Task Manager proposes this plan"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage"]
-
-
-def start_server(home: Path, warm: bool, log: Path) -> tuple[subprocess.Popen, str, float]:
-    port = free_port()
-    env = {**os.environ, "M3B_HOME": str(home), "M3B_WARM_WORKER": "1" if warm else "0",
-           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    env.pop("M3B_LLM", None)
-    started = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
-                             "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--server.headless", "true"], cwd=REPO, env=env,
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return proc, url, started
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"streamlit did not answer within 120 s; see {log}")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def wait_finished(home: Path, timeout: float = 900) -> dict:
@@ -82,7 +49,9 @@ def wait_finished(home: Path, timeout: float = 900) -> dict:
 def session(browser, home: Path, warm: bool, runs: int, build: bool, idle_s: float,
             out: Path) -> dict:
     """One server: cold start, then ``runs`` request -> plan (-> approve -> model) rounds."""
-    proc, url, started = start_server(home, warm, out / f"streamlit-{int(warm)}.log")
+    started = time.time()
+    proc, url = start_app(home, out / f"streamlit-{int(warm)}.log",
+                          env={"M3B_WARM_WORKER": "1" if warm else "0"})
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     found: dict = {"plan_s": [], "model_s": []}
     try:
@@ -127,7 +96,7 @@ def session(browser, home: Path, warm: bool, runs: int, build: bool, idle_s: flo
         found["idle_cpu_pct"] = 100.0 * (after - before) / idle_s
     finally:
         page.close()
-        stop_server(proc)
+        stop_app(proc)
     return found
 
 

@@ -21,12 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -212,29 +209,6 @@ def wheel_slices(page, frame, events: int = 30) -> dict:
 
 # ----------------------------------------------------------------------------- main
 
-def start_server(home: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    from tests.test_browser import free_port
-    port = free_port()
-    env = {**os.environ, "M3B_HOME": str(home), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    env.pop("M3B_LLM", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=REPO, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-        start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("streamlit did not start: " + log.read_text()[-2000:])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", type=int, nargs=3, default=[512, 512, 300])
@@ -254,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         image, mask = synthetic_ct(tmp / "ct", tuple(args.shape), tuple(args.spacing))
         made = time.perf_counter() - t0
-        proc, url = start_server(tmp / "home", tmp / "streamlit.log")
+        from bench.app_server import start_app, stop_app
+        proc, url = start_app(tmp / "home", tmp / "streamlit.log")
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=browser_path, headless=True,
@@ -274,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 change = frame.evaluate(CHANGE_JS)
                 browser.close()
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            stop_app(proc)
     result = {"shape": args.shape, "spacing": args.spacing, "volume_written_s": round(made, 1),
               "path_to_viewer_s": round(shown, 1), "path_to_bytes_in_browser_s": round(arrived, 1),
               "browser_ms": timings,

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from bench.app_server import AppServerError, free_port, start_app, stop_app  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_PATHS = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -41,12 +39,6 @@ def artifacts_dir() -> Path:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def browser_path():
     path = chromium()
@@ -63,36 +55,12 @@ def browser_path():
 def server(tmp_path):
     """`streamlit run app.py` on a free loopback port with its own M3Builder home."""
     home = tmp_path / "home"
-    port = free_port()
-    env = {**os.environ, "M3B_HOME": str(home), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
-           "CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true"}
-    env.pop("M3B_LLM", None)
-    log = open(tmp_path / "streamlit.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                if reply.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-        if proc.poll() is not None:
-            pytest.fail("streamlit exited: " + (tmp_path / "streamlit.log").read_text()[-2000:])
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not answer within 90 s")
-    yield {"url": url, "home": home, "log": tmp_path / "streamlit.log"}
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        proc, url = start_app(home, tmp_path / "streamlit.log", timeout_s=90)
+    except AppServerError as exc:
+        pytest.fail(str(exc))
+    yield {"url": url, "home": home, "log": tmp_path / "streamlit.log"}
+    stop_app(proc)
 
 
 def _shot(page, name: str) -> Path:
