@@ -311,11 +311,14 @@ def _is_hu(modality: str, fmt: str, vmin: float, vmax: float) -> bool:
     return -3100 <= vmin <= -900 and vmax >= 200  # air at -1000 (or padding at -2048/-3024)
 
 
-def build_volume(arr: np.ndarray, meta: dict, ref: Any = "", modality: str = "",
-                 max_voxels: int = MAX_DISPLAY_VOXELS) -> DisplayVolume:
-    """A display volume from ``read_image``'s ``(array, meta)``."""
+def image_layout(arr: np.ndarray, meta: dict, name: str) -> tuple[np.ndarray, dict, bool]:
+    """``read_image``'s ``(array (C, *spatial), meta)`` as the viewers take it: a 2D image
+    stored with one slice made 2D (its affine dropped, its spacing cut to two axes), and
+    whether its channels are the colours of an RGB(A) picture. PreviewError when the array is
+    not a 2D or 3D image."""
     if arr.ndim not in (3, 4):
-        raise PreviewError(f"{ref}: an array of shape {arr.shape[1:]} is not a 2D or 3D image")
+        raise PreviewError(f"{name or 'the image'}: an array of shape {list(arr.shape[1:])} is "
+                           "not a 2D or 3D image")
     fmt = str(meta.get("format", ""))
     spatial = list(arr.shape[1:])
     if len(spatial) == 3 and spatial[2] == 1:  # a 2D image stored with one slice
@@ -323,11 +326,20 @@ def build_volume(arr: np.ndarray, meta: dict, ref: Any = "", modality: str = "",
         meta = {k: v for k, v in meta.items() if k != "affine"}
         if meta.get("spacing"):
             meta["spacing"] = list(meta["spacing"])[:2]
-    channels_total = int(arr.shape[0])
     photometric = str(meta.get("photometric", "")).upper()
-    rgb = channels_total in (3, 4) and len(spatial) == 2 and (
+    rgb = arr.shape[0] in (3, 4) and len(spatial) == 2 and (
         fmt in RASTER_FORMATS or (fmt == "dicom" and photometric not in ("", "MONOCHROME1",
                                                                            "MONOCHROME2")))
+    return arr, meta, rgb
+
+
+def build_volume(arr: np.ndarray, meta: dict, ref: Any = "", modality: str = "",
+                 max_voxels: int = MAX_DISPLAY_VOXELS) -> DisplayVolume:
+    """A display volume from ``read_image``'s ``(array, meta)``."""
+    arr, meta, rgb = image_layout(arr, meta, str(ref))
+    fmt = str(meta.get("format", ""))
+    spatial = list(arr.shape[1:])
+    channels_total = int(arr.shape[0])
     arr = arr[:3] if rgb else arr[:MAX_CHANNELS]
     array_format = fmt in ARRAY_FORMATS
     ornt, oriented_by = _orientation(meta, len(spatial), array_format)

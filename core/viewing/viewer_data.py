@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.viewing.display_volume import (MAX_CHANNELS, RASTER_FORMATS, PreviewError,
+from core.viewing.display_volume import (MAX_CHANNELS, PreviewError, image_layout,
                                          _channel_names, _channel_stats, _is_hu, _read)
 from core.viewing.overlays import boxes_on_grid, stored_labels
 from core.viewing.slice_render import (AUTO, FULL_RANGE, WINDOW_PRESETS, box_color, hex_color,
@@ -204,20 +204,9 @@ def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
     ``masks``: (key, title, labels in the stored layout (``overlays.stored_labels``), per-file
     label values or None) for each label layer; ``channel``: the channel shown (a
     multi-sequence MRI, a 4D series). Raises PreviewError for what cannot be shown."""
-    if arr.ndim not in (3, 4):
-        raise PreviewError(f"{name or 'the image'}: an array of shape {list(arr.shape[1:])} is "
-                           "not a 2D or 3D image")
+    arr, meta, rgb = image_layout(arr, meta, name)
     fmt = str(meta.get("format", ""))
     spatial = list(arr.shape[1:])
-    if len(spatial) == 3 and spatial[2] == 1:  # a 2D image stored with one slice
-        arr, spatial = arr[..., 0], spatial[:2]
-        meta = {k: v for k, v in meta.items() if k != "affine"}
-        if meta.get("spacing"):
-            meta["spacing"] = list(meta["spacing"])[:2]
-    photometric = str(meta.get("photometric", "")).upper()
-    rgb = arr.shape[0] in (3, 4) and len(spatial) == 2 and (
-        fmt in RASTER_FORMATS or (fmt == "dicom" and photometric not in ("", "MONOCHROME1",
-                                                                           "MONOCHROME2")))
     if rgb:
         values = arr[:3]
         itemsize = 3
