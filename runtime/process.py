@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import signal
 import subprocess
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 from core.config.launch import LAUNCHER
 from core.config.secrets import child_env
 from core.config.settings import REPO_ROOT
+from core.jobs.lifecycle import tail_file
 from runtime import landlock, proctree
 
 
@@ -23,15 +23,7 @@ TAIL_BYTES = 64 * 1024  # a child's log can grow to gigabytes: only its end is r
 
 
 def tail(path: Path, lines: int = 25) -> str:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - TAIL_BYTES))
-            text = handle.read(TAIL_BYTES).decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return ""
-    if size > TAIL_BYTES and text:
-        text = text[1:]  # the first line was cut by the byte limit
+    text = tail_file(path, lines=TAIL_BYTES, max_bytes=TAIL_BYTES).splitlines()  # every line
     keep = [ln for ln in text if "nvImageCodec" not in ln and "warnings.warn" not in ln]
     return "\n".join(keep[-lines:])
 
