@@ -33,7 +33,7 @@ run: demo
 		$(if $(DEV),--server.fileWatcherType auto --server.runOnSave true)
 
 test: setup
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -n 2 --dist loadgroup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

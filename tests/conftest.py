@@ -21,6 +21,31 @@ from core.config.bootstrap import apply  # noqa: E402
 apply()  # process set-up before anything imports crewai
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test``: two processes, ``--dist loadgroup``) each test file
+    runs whole in one process, so its module-scoped trained fixtures are built once; the files
+    that read the suite's one nnU-Net model (``nnunet_crew_job``) share a process, so it is
+    built once too. The files with the most slow tests are handed out first (the longest
+    first keeps the two processes' ends close)."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    group = {name: "nnunet" if any("nnunet_crew_job" in i.fixturenames for i in tests) else name
+             for name, tests in files.items()}
+    for name, tests in files.items():
+        for item in tests:
+            item.add_marker(pytest.mark.xdist_group(group[name]))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        weight: dict[str, int] = {}
+        for name, tests in files.items():
+            weight[group[name]] = weight.get(group[name], 0) + sum(
+                1 for i in tests if i.get_closest_marker("slow"))
+        order = {id(item): n for n, item in enumerate(items)}
+        items.sort(key=lambda i: (-weight[group[i.nodeid.split("::")[0]]],
+                                  group[i.nodeid.split("::")[0]], order[id(i)]))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("m3b-home")
