@@ -13,11 +13,12 @@ from core.viewing.decision_views import (calibration_summary, ece_spread_text,
 from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
                                       diagnosis_rows, metric_table, report_comparison,
                                       report_samples, rouge_l_gain, segmentation_rows)
-from core.viewing.test_cases import case_choices, load_case
+from core.viewing.test_cases import (case_choices, detection_box_sets, detection_case_choices,
+                                     load_case)
 from pages.models_charts import (PLOT_CONFIG, bar_figure, comparison_figure, confusion_figure,
                                  pr_figure, reliability_figure, roc_figure)
 from pages.ui_common import fmt_num, metrics_row
-from pages.viewer_widget import show_arrays, viewer_available
+from pages.viewer_widget import show_arrays, show_sample, viewer_available
 
 
 def ci_text(ci) -> str:
@@ -145,7 +146,33 @@ def show_test_cases(report: dict, workspace: Path) -> None:
                    "in their own colours); switch each label of either on or off in the viewer.")
 
 
-def show_detection(report: dict) -> None:
+def show_detection_cases(report: dict, workspace: Path) -> None:
+    """One test image in the viewer with its true boxes and the model's boxes at the score
+    threshold, each class of either on or off (most mistakes first)."""
+    cases = detection_case_choices(report)
+    if not cases or not viewer_available():
+        return
+    threshold = (report.get("operating_point") or {}).get("threshold")
+    with st.expander("Test images: true and predicted boxes in the viewer",
+                     icon=":material/view_in_ar:"):
+        labels = [c["label"] for c in cases]
+        chosen = st.selectbox("Test image (most mistakes first)", labels,
+                              key=f"test-image-{workspace.name}")
+        case = cases[labels.index(chosen)]
+        try:
+            box_sets = detection_box_sets(workspace, case, threshold)
+            show_sample(case["image_path"], key=f"test-image-viewer-{workspace.name}",
+                        class_names=list(report.get("per_class") or {}), box_sets=box_sets)
+        except (OSError, ValueError) as exc:  # PreviewError and ImageReadError are ValueErrors
+            st.warning(f"This test image cannot be shown: {exc}", icon=":material/warning:")
+            return
+        shown = f"scoring at least {threshold:.3f}" if threshold is not None else "(all scores)"
+        st.caption(f"True boxes and the model's boxes {shown} are separate layers; a box "
+                   f"counts as found when it overlaps a true box with IoU ≥ "
+                   f"{report.get('iou_threshold', 0.5):g}.")
+
+
+def show_detection(report: dict, workspace: Path | None = None) -> None:
     st.caption(f"{report.get('num_test', '?')} test images, {report.get('num_test_abnormal', '?')}"
                f" with boxes, {report.get('num_gt_boxes', '?')} true boxes; a predicted box "
                f"counts as found when it overlaps a true box with IoU ≥ "
@@ -170,6 +197,8 @@ def show_detection(report: dict) -> None:
         st.markdown("**Per class**")
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                      column_config={"AP@0.5": st.column_config.NumberColumn(format="%.3f")})
+    if workspace is not None:
+        show_detection_cases(report, workspace)
 
 
 def show_report_generation(report: dict) -> None:
@@ -199,7 +228,7 @@ def show_results(report: dict, template: str, workspace: Path) -> None:
     """The tab's content for a model's report.json (``{}`` when it is missing)."""
     sections = {"diagnosis": lambda r: show_diagnosis(r, workspace),
                 "segmentation": lambda r: show_segmentation(r, workspace),
-                "detection": show_detection,
+                "detection": lambda r: show_detection(r, workspace),
                 "report_generation": show_report_generation}
     if not report:
         st.warning("The evaluation report for this model is missing, so no detailed results "

@@ -23,7 +23,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from core.viewing.display_volume import files_stamp
-from core.viewing.viewer_data import ViewerPayload, arrays_payload, volume_payload
+from core.viewing.viewer_data import BoxSet, ViewerPayload, arrays_payload, volume_payload
 
 VIEWER_DIR = Path(__file__).resolve().parent.parent / "components" / "viewer"
 LIBRARY = VIEWER_DIR / "node_modules" / "@niivue" / "niivue" / "build" / "index.min.js"
@@ -49,12 +49,13 @@ def show_payload(payload: ViewerPayload, key: str, height: int = HEIGHT) -> None
 def _sample_payload(ref: Any, stamp: tuple, allow_pickle: bool, modality: str,
                     series_files: tuple | None, channel: int, anatomy: str, mask: str | None,
                     mask_values: tuple | None, class_names: tuple, boxes: str,
-                    box_labels: tuple) -> tuple[ViewerPayload, str]:
+                    box_labels: tuple, box_sets: tuple) -> tuple[ViewerPayload, str]:
     return volume_payload(ref, allow_pickle=allow_pickle, modality=modality,
                           series_files=list(series_files) if series_files else None,
                           channel=channel, anatomy=anatomy, mask_ref=mask,
                           mask_values=mask_values, class_names=class_names,
-                          boxes=json.loads(boxes), box_labels=box_labels)
+                          boxes=json.loads(boxes), box_labels=box_labels,
+                          box_sets=[BoxSet(**json.loads(b)) for b in box_sets])
 
 
 def sample_payload(ref: Any, *, allow_pickle: bool = False, modality: str = "",
@@ -62,15 +63,19 @@ def sample_payload(ref: Any, *, allow_pickle: bool = False, modality: str = "",
                    anatomy: str = "", mask: str | None = None,
                    mask_values: Sequence[int] | None = None, class_names: Sequence[str] = (),
                    boxes: Sequence[Sequence[float]] = (),
-                   box_labels: Sequence[str] = ()) -> tuple[ViewerPayload, str]:
-    """The (cached) payload of an image reference with its mask and boxes, and a warning about
-    the mask ("" if none). Raises core.viewing.display_volume.PreviewError."""
+                   box_labels: Sequence[str] = (),
+                   box_sets: Sequence[BoxSet] = ()) -> tuple[ViewerPayload, str]:
+    """The (cached) payload of an image reference with its mask and boxes (``box_sets``: more
+    box layers, e.g. a test image's true and predicted boxes), and a warning about the mask
+    ("" if none). Raises core.viewing.display_volume.PreviewError."""
     stamp = files_stamp(ref, series_files) + (files_stamp(mask) if mask else ())
     return _sample_payload(ref, stamp, bool(allow_pickle), modality,
                            tuple(series_files) if series_files else None, int(channel),
                            anatomy, mask, tuple(mask_values) if mask_values else None,
                            tuple(class_names), json.dumps([list(b) for b in boxes or []]),
-                           tuple(box_labels))
+                           tuple(box_labels), tuple(json.dumps(
+                               {**vars(b), "boxes": [list(x) for x in b.boxes],
+                                "labels": list(b.labels)}) for b in box_sets))
 
 
 def show_sample(ref: Any, *, key: str, height: int = HEIGHT, **options) -> ViewerPayload:

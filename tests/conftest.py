@@ -21,29 +21,18 @@ from core.config.bootstrap import apply  # noqa: E402
 apply()  # process set-up before anything imports crewai
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test``: two processes, ``--dist loadgroup``) each test file
-    runs whole in one process, so its module-scoped trained fixtures are built once; the files
-    that read the suite's one nnU-Net model (``nnunet_crew_job``) share a process, so it is
-    built once too. The files with the most slow tests are handed out first (the longest
-    first keeps the two processes' ends close)."""
-    files: dict[str, list] = {}
+    """Under pytest-xdist (``make test``: two processes, ``--dist loadfile``, so a file's
+    module-scoped trained fixtures are built once) the files with the most slow tests are handed
+    out first: the longest first keeps the two processes' ends close."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    weight: dict[str, int] = {}
     for item in items:
-        files.setdefault(item.nodeid.split("::")[0], []).append(item)
-    group = {name: "nnunet" if any("nnunet_crew_job" in i.fixturenames for i in tests) else name
-             for name, tests in files.items()}
-    for name, tests in files.items():
-        for item in tests:
-            item.add_marker(pytest.mark.xdist_group(group[name]))
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        weight: dict[str, int] = {}
-        for name, tests in files.items():
-            weight[group[name]] = weight.get(group[name], 0) + sum(
-                1 for i in tests if i.get_closest_marker("slow"))
-        order = {id(item): n for n, item in enumerate(items)}
-        items.sort(key=lambda i: (-weight[group[i.nodeid.split("::")[0]]],
-                                  group[i.nodeid.split("::")[0]], order[id(i)]))
+        name = item.nodeid.split("::")[0]
+        weight[name] = weight.get(name, 0) + bool(item.get_closest_marker("slow"))
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda i: (-weight[i.nodeid.split("::")[0]], order[id(i)]))
 
 
 @pytest.fixture(autouse=True)
@@ -232,15 +221,37 @@ NNUNET_EPOCHS = 5
 def nnunet_crew_job(tmp_path_factory) -> dict:
     """The one nnU-Net model of the suite, built the way a user gets one: the request through
     the crew in autopilot, the plan approved with the epochs edited down to NNUNET_EPOCHS (a
-    binding user edit). The crew test, the engine test and the Models page test read it."""
-    from core.jobs.lifecycle import create_job
+    binding user edit). The crew test, the engine test and the Models page test read it.
 
-    with pytest.MonkeyPatch.context() as mp:
-        home, settings, store = crew_home(tmp_path_factory, mp, "nnunet-home")
-        folder, before = registered_demo_dataset(settings, NNUNET_DEMO)
-        job_id = create_job(settings, store, NNUNET_REQUEST, "autopilot", auto_approve=False)
-        worker, outcome = run_until_approval(settings, store, job_id)
-        approve_with_epochs(settings, store, job_id, worker, NNUNET_EPOCHS)
-    return {"settings": settings, "store": store, "job_id": job_id, "result": outcome,
-            "folder": folder, "before": before, "home": home,
-            "workspace": settings.jobs_dir / job_id}
+    Built once per run: under pytest-xdist the first process to ask builds it in the run's
+    shared temp folder (under a file lock) and the other reads what it wrote."""
+    import json
+
+    from filelock import FileLock
+
+    from core.config.settings import get_settings
+    from core.jobs.lifecycle import create_job
+    from core.store.db import open_store
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+    home, record = shared / "nnunet-home", shared / "nnunet-job.json"
+    with FileLock(str(shared / "nnunet-job.lock")), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("M3B_HOME", str(home))
+        mp.setenv("CREWAI_STORAGE_DIR", str(shared / "nnunet-crewai"))
+        mp.delenv("M3B_LLM", raising=False)
+        settings = get_settings()
+        store = open_store(settings.store_path)
+        if not record.exists():
+            folder, before = registered_demo_dataset(settings, NNUNET_DEMO)
+            job_id = create_job(settings, store, NNUNET_REQUEST, "autopilot",
+                                auto_approve=False)
+            worker, outcome = run_until_approval(settings, store, job_id)
+            approve_with_epochs(settings, store, job_id, worker, NNUNET_EPOCHS)
+            record.write_text(json.dumps({"job_id": job_id, "result": outcome,
+                                          "folder": str(folder), "before": before}))
+        built = json.loads(record.read_text())
+    return {"settings": settings, "store": store, "job_id": built["job_id"],
+            "result": built["result"], "folder": Path(built["folder"]),
+            "before": built["before"], "home": home,
+            "workspace": settings.jobs_dir / built["job_id"]}

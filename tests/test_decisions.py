@@ -301,6 +301,10 @@ def test_detection_score_threshold_is_chosen_on_validation(tmp_path):
     assert point["test"]["precision"] == 1.0 and point["test"]["recall"] == 1.0
     assert point["validation"]["f1"] == 1.0 and point["num_val"] == 30
     assert point["ci95"]["recall"][0] <= 1.0
+    per_image = {row["image_path"]: row for row in report["per_image"]}  # the viewer's list
+    assert list(per_image) == [t["image_path"] for t in test_index]
+    assert all(row["found"] == row["true_boxes"] == len(t["boxes"]) and row["missed"] == 0
+               and row["false_boxes"] == 0 for row, t in zip(per_image.values(), test_index))
     from core.jobs.model_card import render_model_card
     card = render_model_card({"dataset": "Nod", "task": "detection", "dataset_path": "/d"},
                              report, {}, {})
@@ -311,6 +315,9 @@ def test_detection_score_threshold_is_chosen_on_validation(tmp_path):
                                 decision={"score_threshold": 0.1})
     assert stored["operating_point"]["source"] == "stored"
     assert stored["operating_point"]["test"]["precision"] < 0.6
+    false_alarms = [row["false_boxes"] for row in stored["per_image"]]  # scored 0.02-0.25
+    assert sum(false_alarms) == sum(s >= 0.1 for p in test_preds for s in p["scores"][-2:])
+    assert evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50)["per_image"] == []
     assert evaluate_detection(dp, tmp_path / "predictions.json", n_boot=50)[
         "operating_point"] is None
     (tmp_path / "val_predictions.json").write_text(json.dumps(test_preds[:3]))

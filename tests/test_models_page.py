@@ -344,6 +344,13 @@ def test_page_shows_each_model_with_charts_card_and_downloads(trained, models_ho
                        for e in at.expander)
             assert at.selectbox(key=f"test-case-{trained[template]}").options
             assert at.get("component_instance")
+        if template == "detection" and viewer_available():  # image, true and predicted boxes
+            assert any(e.label.startswith("Test images: true and predicted boxes")
+                       for e in at.expander)
+            options = at.selectbox(key=f"test-image-{trained[template]}").options
+            report = json.loads((workspace(trained, template) / "report.json").read_text())
+            assert len(options) == report["num_test"] and "true boxes found" in " ".join(options)
+            assert at.get("component_instance")
         if template == "diagnosis":   # the ECE comes with what chance allows on this test set
             assert "Expected calibration error (ECE) on the test set" in page
             assert "perfectly calibrated model could show an ECE up to" in page

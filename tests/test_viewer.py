@@ -181,6 +181,55 @@ def test_boxes_become_outlines_named_by_class(tmp_path):
     assert static.boxes and static.boxes[0]["label"] == "nodule"
 
 
+def test_detection_test_images_show_true_and_predicted_boxes_most_mistakes_first(tmp_path):
+    from core.viewing.test_cases import detection_box_sets, detection_case_choices
+    ws = tmp_path / "job"
+    (ws / "Datapath").mkdir(parents=True)
+    (ws / "Logout").mkdir()
+    images = []
+    for name in ("a.png", "b.png", "c.png"):
+        Image.fromarray(np.full((64, 80), 90, np.uint8), mode="L").save(tmp_path / name)
+        images.append(str(tmp_path / name))
+    index = [{"image_path": images[0], "boxes": [[10, 20, 30, 40]], "labels": ["nodule"]},
+             {"image_path": images[1], "boxes": [], "labels": []},
+             {"image_path": images[2], "boxes": [[5, 5, 15, 15], [40, 40, 50, 60]],
+              "labels": ["nodule", "mass"]}]
+    (ws / "Datapath" / "test.json").write_text(json.dumps(index))
+    (ws / "Logout" / "predictions.json").write_text(json.dumps([
+        {"image_path": images[0], "boxes": [[11, 20, 31, 40], [50, 5, 60, 15]],
+         "scores": [0.9, 0.1], "labels": ["nodule", "nodule"]},
+        {"image_path": images[1], "boxes": [[1, 1, 9, 9]], "scores": [0.7],
+         "labels": ["mass"]},
+        {"image_path": images[2], "boxes": [], "scores": [], "labels": []}]))
+    report = {"per_image": [
+        {"image_path": images[0], "true_boxes": 1, "found": 1, "missed": 0, "false_boxes": 0},
+        {"image_path": images[1], "true_boxes": 0, "found": 0, "missed": 0, "false_boxes": 1},
+        {"image_path": images[2], "true_boxes": 2, "found": 0, "missed": 2, "false_boxes": 0}]}
+    choices = detection_case_choices(report)
+    assert [c["label"] for c in choices] == ["c.png — 0 of 2 true boxes found",
+                                             "b.png — no true box, 1 false box",
+                                             "a.png — 1 of 1 true boxes found"]
+    truth, predicted = detection_box_sets(ws, choices[2], threshold=0.5)
+    assert truth.boxes == [[10, 20, 30, 40]] and predicted.boxes == [[11, 20, 31, 40]]
+    assert len(detection_box_sets(ws, choices[2], threshold=None)[1].boxes) == 2
+    payload, _ = volume_payload(images[0], class_names=["nodule", "mass"],
+                                box_sets=[truth, predicted])
+    assert [layer.key for layer in payload.layers] == ["truth", "prediction"]
+    assert [lbl.name for lbl in payload.layers[0].labels] == ["nodule (true)"]
+    assert [lbl.name for lbl in payload.layers[1].labels] == ["nodule (predicted)"]
+    assert payload.layers[0].labels[0].color != payload.layers[1].labels[0].color
+    true_outline = _values(payload.layers[0].nifti)[..., 0] > 0
+    predicted_outline = _values(payload.layers[1].nifti)[..., 0] > 0
+    assert true_outline.sum() == predicted_outline.sum() == 2 * 20 + 2 * 20 - 4
+    # the predicted box is the true one moved by a pixel along x (the display may flip x)
+    assert abs(np.nonzero(predicted_outline)[0].min() - np.nonzero(true_outline)[0].min()) == 1
+    assert (np.nonzero(predicted_outline)[1] == np.nonzero(true_outline)[1]).all()
+    # an image the model found nothing on: the prediction layer is left out, not empty
+    _, none = detection_box_sets(ws, choices[0], threshold=0.5)
+    payload, _ = volume_payload(images[2], box_sets=detection_box_sets(ws, choices[0], 0.5))
+    assert none.boxes == [] and [layer.key for layer in payload.layers] == ["truth"]
+
+
 def test_arrays_from_a_prediction_get_mask_and_prediction_layers():
     image = np.random.default_rng(1).normal(size=(32, 24, 8)).astype(np.float32)
     truth = np.zeros(image.shape, np.int64)

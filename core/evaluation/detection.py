@@ -24,7 +24,7 @@ from sklearn.metrics import roc_auc_score
 
 from core.evaluation.common import EvaluationError, bootstrap_ci, file_sha256
 from core.evaluation.detection_threshold import (box_hits, choose_score_threshold,
-                                                 score_operating_point)
+                                                 per_image_counts, score_operating_point)
 
 VAL_PREDICTIONS = "val_predictions.json"
 
@@ -231,15 +231,17 @@ def evaluate_detection(datapath: str | Path, predictions_path: str | Path,
                                 label_dict, coco)
     threshold, source = (choose_score_threshold(val_hits), "validation") if val_hits else \
         ((decision or {}).get("score_threshold"), "stored")
-    point = None
+    point, per_image = None, []
     if threshold is not None:
         test_hits = box_hits(matches, [len(g["labels"]) for g in gt])
         point = score_operating_point(float(threshold), test_hits, val_hits, source, n_boot)
+        per_image = per_image_counts([t["image_path"] for t in test], test_hits,
+                                     float(threshold))
     return {
         "task": "detection", "metrics": metrics, "ci95": ci, "per_class": per_class,
         "operating_point": point,
         "decision": {"score_threshold": point["threshold"], "source": source} if point else {},
-        "pr_curve": curves, "iou_threshold": IOU, "spatial_dims": dims, "num_test": len(gt),
+        "per_image": per_image, "pr_curve": curves, "iou_threshold": IOU, "spatial_dims": dims, "num_test": len(gt),
         "num_test_abnormal": int(abnormal.sum()),
         "num_gt_boxes": int(sum(len(g["labels"]) for g in gt)),
         "evaluator": "core.evaluation.detection",

@@ -41,6 +41,15 @@ def _counts(per_image, threshold: float) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
 
 
+def per_image_counts(image_paths: list, per_image, threshold: float) -> list[dict]:
+    """Per test image at ``threshold``: its true boxes, those found, those missed and the false
+    boxes (the Models page shows the images with the most mistakes first)."""
+    counts = _counts(per_image, threshold)
+    return [{"image_path": path, "true_boxes": int(tp + fn), "found": int(tp),
+             "missed": int(fn), "false_boxes": int(fp)}
+            for path, (tp, fp, fn) in zip(image_paths, counts.tolist())]
+
+
 def box_rates(counts: np.ndarray) -> dict:
     tp, fp, fn = (int(x) for x in counts.sum(axis=0)) if len(counts) else (0, 0, 0)
     precision = tp / (tp + fp) if tp + fp else float("nan")

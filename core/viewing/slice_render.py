@@ -140,10 +140,12 @@ def label_name(value: int, class_names: Sequence[str] = (),
     return str(names[value - 1]) if 0 < value <= len(names) else f"label {value}"
 
 
-def box_color(label: str, class_names: Sequence[str] = ()) -> tuple[int, int, int]:
+def box_color(label: str, class_names: Sequence[str] = (),
+              offset: int = 0) -> tuple[int, int, int]:
+    """A box class's colour; ``offset`` shifts it (predicted boxes beside the true ones)."""
     names = list(class_names)
     index = names.index(label) if label in names else sum(map(ord, str(label)))
-    return PALETTE[index % len(PALETTE)]
+    return PALETTE[(index + offset) % len(PALETTE)]
 
 
 def overlay_mask(rgb: np.ndarray, labels: np.ndarray, opacity: float) -> np.ndarray:

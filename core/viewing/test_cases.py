@@ -1,13 +1,16 @@
-"""A segmentation model's test cases for the viewer: each case's image, its ground-truth mask
-and the model's predicted mask on the same grid, with the case's Dice, from the report the
-system's evaluator wrote (``per_case``) and the job's test index (how the mask stores its
-labels).
+"""A model's test cases for the viewer, from the report the system's evaluator wrote and the
+job's test index:
 
-May import: core.imaging, core.jobs.workspace.
+* segmentation: each case's image, its ground-truth mask and the model's predicted mask on the
+  same grid, with the case's Dice (``per_case``), worst first;
+* detection: each test image with its true boxes and the model's boxes at the score threshold
+  the evaluator used, with what was found, missed and falsely boxed there (``per_image``),
+  most mistakes first.
+
+May import: core.imaging, core.jobs.workspace, core.viewing (its viewer payload types).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import numpy as np
 from core.imaging.arrays import map_label_values
 from core.imaging.image_io import read_image
 from core.jobs.workspace import JobWorkspace
+from core.viewing.viewer_data import PREDICTION_COLOURS, BoxSet
 
 
 @dataclass(frozen=True)
@@ -44,14 +48,13 @@ def _label(case: dict) -> str:
 
 
 def _label_values(workspace: Path, image_path) -> list[int] | None:
-    index = JobWorkspace(Path(workspace)).test_index
+    ws = JobWorkspace(Path(workspace))
     try:
-        rows = json.loads(index.read_text(encoding="utf-8"))
+        rows = _rows(ws.read_json(ws.test_index))
     except (OSError, ValueError):
         return None
-    rows = rows if isinstance(rows, list) else rows.get("samples", [])
     for row in rows:
-        if isinstance(row, dict) and row.get("image_path") == image_path:
+        if row.get("image_path") == image_path:
             return row.get("label_values")
     return None
 
@@ -73,3 +76,52 @@ def load_case(workspace: Path, case: dict) -> TestCase:
     return TestCase(image=image[0], truth=truth, prediction=prediction,
                     affine=None if affine is None else np.asarray(affine, dtype=float),
                     spacing=[float(s) for s in case.get("spacing") or []])
+
+
+# ----------------------------------------------------------------------------- detection
+
+def detection_case_choices(report: dict) -> list[dict]:
+    """The report's test images, most mistakes (missed + false boxes) at its score threshold
+    first, each with a label for a picker."""
+    rows = [r for r in report.get("per_image") or [] if isinstance(r, dict)
+            and r.get("image_path")]
+    rows.sort(key=lambda r: (-(int(r.get("missed", 0)) + int(r.get("false_boxes", 0))),
+                             -int(r.get("true_boxes", 0)), _image_name(r["image_path"])))
+    return [{**r, "label": _detection_label(r)} for r in rows]
+
+
+def _image_name(ref) -> str:
+    return Path(str(ref[0] if isinstance(ref, list) else ref)).name
+
+
+def _detection_label(row: dict) -> str:
+    true, found, false = (int(row.get(k, 0)) for k in ("true_boxes", "found", "false_boxes"))
+    parts = [f"{found} of {true} true boxes found" if true else "no true box"]
+    if false:
+        parts.append(f"{false} false box{'es' if false > 1 else ''}")
+    return f"{_image_name(row['image_path'])} — {', '.join(parts)}"
+
+
+def detection_box_sets(workspace: Path, case: dict, threshold: float | None) -> list[BoxSet]:
+    """The true boxes (test index) and the model's boxes scoring at least ``threshold``
+    (predictions.json; every box when None) of one test image, as two viewer layers. Raises
+    OSError or ValueError when the files cannot be read."""
+    ws = JobWorkspace(Path(workspace))
+    key = case["image_path"]
+    truth = next((r for r in _rows(ws.read_json(ws.test_index)) if r.get("image_path") == key),
+                 {})
+    predicted = next((r for r in _rows(ws.read_json(ws.predictions))
+                      if r.get("image_path") == key), {})
+    scores = list(predicted.get("scores") or [])
+    kept = [i for i, score in enumerate(scores) if threshold is None or score >= threshold]
+    boxes, labels = list(predicted.get("boxes") or []), list(predicted.get("labels") or [])
+    return [BoxSet("truth", "Ground truth", list(truth.get("boxes") or []),
+                   [str(x) for x in truth.get("labels") or []], "true"),
+            BoxSet("prediction", "Prediction", [boxes[i] for i in kept if i < len(boxes)],
+                   [str(labels[i]) if i < len(labels) else "box" for i in kept],
+                   "predicted", PREDICTION_COLOURS)]
+
+
+def _rows(data) -> list[dict]:
+    rows = data if isinstance(data, list) else (data or {}).get("samples", [])
+    return [r for r in rows if isinstance(r, dict)]

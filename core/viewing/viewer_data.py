@@ -147,9 +147,22 @@ def _label_layer(key: str, title: str, labels_stored: np.ndarray, grid: Grid,
     return ViewerLayer(key, title, nifti_gz(data, affine), labels, opacity), data
 
 
-def _boxes_layer(boxes: Sequence[Sequence[float]], box_labels: Sequence[str],
-                 class_names: Sequence[str], grid: Grid, shape: tuple[int, int, int],
-                 affine: np.ndarray) -> ViewerLayer | None:
+@dataclass(frozen=True)
+class BoxSet:
+    """Boxes shown as one layer: ``boxes`` in stored voxel corners ``[x0, y0, x1, y1]`` /
+    ``[x0, y0, z0, x1, y1, z1]`` with a class name each; ``suffix`` is added to every label's
+    name ("box", "predicted"); ``colour_offset`` shifts the colours (predictions beside the
+    ground truth)."""
+    key: str
+    title: str
+    boxes: Sequence[Sequence[float]]
+    labels: Sequence[str] = ()
+    suffix: str = "box"
+    colour_offset: int = 0
+
+
+def _boxes_layer(box_set: BoxSet, class_names: Sequence[str], grid: Grid,
+                 shape: tuple[int, int, int], affine: np.ndarray) -> ViewerLayer | None:
     """Box outlines (drawn on every axial plane a box crosses) as a label volume: one label
     per box class, coloured as in the static view."""
     if grid.ornt is not None:
@@ -157,6 +170,7 @@ def _boxes_layer(boxes: Sequence[Sequence[float]], box_labels: Sequence[str],
     else:
         from nibabel.orientations import io_orientation
         ornt = io_orientation(grid.affine)
+    boxes, box_labels = box_set.boxes, box_set.labels
     shown = boxes_on_grid(boxes, ornt, grid.stride, shape, len(grid.stored_shape))
     if not shown:
         return None
@@ -174,9 +188,10 @@ def _boxes_layer(boxes: Sequence[Sequence[float]], box_labels: Sequence[str],
         for xs, ys in ((slice(x0, x1), slice(y0, y0 + w)), (slice(x0, x1), slice(y1 - w, y1)),
                        (slice(x0, x0 + w), slice(y0, y1)), (slice(x1 - w, x1), slice(y0, y1))):
             volume[xs, ys, z0:z1] = value
-    labels = [ViewerLabel(i + 1, f"{name} (box)", hex_color(box_color(name, class_names)))
+    labels = [ViewerLabel(i + 1, f"{name} ({box_set.suffix})",
+                          hex_color(box_color(name, class_names, box_set.colour_offset)))
               for i, name in enumerate(names)]
-    return ViewerLayer("boxes", "Boxes", nifti_gz(volume, affine), labels, 0.9)
+    return ViewerLayer(box_set.key, box_set.title, nifti_gz(volume, affine), labels, 0.9)
 
 
 # ----------------------------------------------------------------------------- payloads
@@ -196,14 +211,18 @@ def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
                   channel: int = 0, anatomy: str = "",
                   masks: Sequence[tuple[str, str, np.ndarray, Sequence[int] | None]] = (),
                   class_names: Sequence[str] = (), boxes: Sequence[Sequence[float]] = (),
-                  box_labels: Sequence[str] = (),
+                  box_labels: Sequence[str] = (), box_sets: Sequence[BoxSet] = (),
                   max_bytes: int = MAX_VIEWER_BYTES,
                   max_sent: int = MAX_SENT_BYTES) -> ViewerPayload:
     """A viewer payload from ``read_image``'s ``(array (C, *spatial), meta)``.
 
     ``masks``: (key, title, labels in the stored layout (``overlays.stored_labels``), per-file
     label values or None) for each label layer; ``channel``: the channel shown (a
-    multi-sequence MRI, a 4D series). Raises PreviewError for what cannot be shown."""
+    multi-sequence MRI, a 4D series); ``boxes``/``box_labels``: a dataset's boxes (one
+    "Boxes" layer); ``box_sets``: further box layers (a model's test image: true and predicted
+    boxes). Raises PreviewError for what cannot be shown."""
+    box_sets = ([BoxSet("boxes", "Boxes", boxes, box_labels)] if len(boxes) else []) \
+        + list(box_sets)
     arr, meta, rgb = image_layout(arr, meta, name)
     fmt = str(meta.get("format", ""))
     spatial = list(arr.shape[1:])
@@ -230,8 +249,8 @@ def build_payload(arr: np.ndarray, meta: dict, *, ref: Any = "", name: str = "",
                                         PREDICTION_COLOURS if number else 0)
             layers.append(layer)
             focus = focus or (focus_of(shown) if len(spatial) == 3 else None)
-        if len(boxes):
-            layer = _boxes_layer(boxes, box_labels, class_names, grid, shape, affine)
+        for box_set in box_sets:
+            layer = _boxes_layer(box_set, class_names, grid, shape, affine)
             if layer is not None:
                 layers.append(layer)
         image = nifti_gz(data, affine)
@@ -265,6 +284,7 @@ def volume_payload(ref: Any, *, allow_pickle: bool = False, modality: str = "",
                    anatomy: str = "", mask_ref: Any = None,
                    mask_values: Sequence[int] | None = None, class_names: Sequence[str] = (),
                    boxes: Sequence[Sequence[float]] = (), box_labels: Sequence[str] = (),
+                   box_sets: Sequence[BoxSet] = (),
                    max_bytes: int = MAX_VIEWER_BYTES) -> tuple[ViewerPayload, str]:
     """The payload of an image reference with its mask and boxes, and a warning ("" when
     none) when the mask could not be overlaid. Raises PreviewError for the image."""
@@ -283,7 +303,7 @@ def volume_payload(ref: Any, *, allow_pickle: bool = False, modality: str = "",
     payload = build_payload(arr, meta, ref=ref, name=name.rsplit("/", 1)[-1], modality=modality,
                             channel=channel, anatomy=anatomy, masks=masks,
                             class_names=class_names, boxes=boxes, box_labels=box_labels,
-                            max_bytes=max_bytes)
+                            box_sets=box_sets, max_bytes=max_bytes)
     return payload, warning
 
 
