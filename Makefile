@@ -33,10 +33,10 @@ run: demo
 		$(if $(DEV),--server.fileWatcherType auto --server.runOnSave true)
 
 test: setup
-	$(PY) -m pytest -q --durations=25 -n 2 --dist loadfile
+	$(PY) -m pytest -q --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile
+	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder
 
 # M3Bench-lite through the crew (autopilot; RUNS=5 for the paper's protocol, ONLY=ADNI,BTCV,
 # SUITE=paper or layout-families for either part)

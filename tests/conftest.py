@@ -15,6 +15,12 @@ os.environ.setdefault("CREWAI_TESTING", "true")
 # no warm standby worker per app run (core/jobs/standby.py); tests/test_standby_worker.py
 # turns it on where it tests it
 os.environ.setdefault("M3B_WARM_WORKER", "0")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # two test processes on two cores (make test): one compute thread each, for the process and
+    # every training child it starts. Two 2-thread trainings on 2 cores spin against each other
+    # (measured: a 35 s training took 385 s)
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 
 from core.config.bootstrap import apply  # noqa: E402
 
@@ -22,9 +28,10 @@ apply()  # process set-up before anything imports crewai
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test``: two processes, ``--dist loadfile``, so a file's
-    module-scoped trained fixtures are built once) the files with the most slow tests are handed
-    out first: the longest first keeps the two processes' ends close."""
+    """Under pytest-xdist (``make test``: two processes, ``--dist loadfile`` so a file's
+    module-scoped trained fixtures are built once, ``--no-loadscope-reorder`` so this order is
+    kept) the files with the most slow tests are handed out first: the longest first keeps the
+    two processes' ends close."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     weight: dict[str, int] = {}

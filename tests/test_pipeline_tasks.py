@@ -2,7 +2,7 @@
 chosen from the request and the dataset layout, indexes and dataloaders pass their gates, the
 user's epochs edited at approval bind training, and the system evaluator's metric clears the
 bar. The epochs are cut to about where each demo's validation curve flattens (measured with the
-default plans: CT 26 of 40, findings 15 of 40, organs 12 of 30, nodules 4 of 18, reports 20);
+default plans: CT 26 of 40, findings 20 of 40 (AUC 0.84 after 12), organs 12 of 30, nodules 4 of 18, reports 20);
 the default plans' own quality on the demos is what `make m3bench` and the bench-ui walk run."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ CASES = [  # (dataset, request, template, epochs set at approval, the bar)
      "diagnosis", 14, lambda m: m["auc"] >= 0.85),
     ("Demo chest X-ray findings (synthetic)",
      "classify chest X-ray findings: effusion, nodule and cardiomegaly",
-     "diagnosis", 12, lambda m: m["auc"] >= 0.85),
+     "diagnosis", 20, lambda m: m["auc"] >= 0.85),
     ("Demo abdominal CT organs (synthetic)", "segment the liver and spleen on abdominal CT",
      "segmentation", 12, lambda m: m["dice"] >= 0.70),
     ("Demo chest X-ray nodules (synthetic)",
