@@ -1,9 +1,11 @@
 """Every task end to end through the crew (autopilot) on its demo dataset: the right template is
 chosen from the request and the dataset layout, indexes and dataloaders pass their gates, the
 user's epochs edited at approval bind training, and the system evaluator's metric clears the
-bar. The epochs are cut to about where each demo's validation curve flattens (measured with the
-default plans: CT 26 of 40, findings 20 of 40 (AUC 0.84 after 12), organs 12 of 30, nodules 4 of 18, reports 20);
-the default plans' own quality on the demos is what `make m3bench` and the bench-ui walk run."""
+bar. The epochs are cut to about where each demo's validation curve flattens, measured with the
+default plans (best epoch: CT 26 of 40; findings 39 of 40, and AUC 0.84-0.85 after 12 or
+20, so it keeps its 40; organs 28 of 30 but Dice 0.89 at 12; nodules 8 of 18; reports 20 of
+20). Default plans as a user gets them are trained by the browser test and `make bench-ui` (the chest X-ray
+demo) and by `make m3bench` (its datasets)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ CASES = [  # (dataset, request, template, epochs set at approval, the bar)
      "diagnosis", 14, lambda m: m["auc"] >= 0.85),
     ("Demo chest X-ray findings (synthetic)",
      "classify chest X-ray findings: effusion, nodule and cardiomegaly",
-     "diagnosis", 20, lambda m: m["auc"] >= 0.85),
+     "diagnosis", 40, lambda m: m["auc"] >= 0.85),
     ("Demo abdominal CT organs (synthetic)", "segment the liver and spleen on abdominal CT",
      "segmentation", 12, lambda m: m["dice"] >= 0.70),
     ("Demo chest X-ray nodules (synthetic)",
