@@ -4,8 +4,8 @@ user's epochs edited at approval bind training, and the system evaluator's metri
 bar. The epochs are cut to about where each demo's validation curve flattens, measured with the
 default plans (best epoch: CT 26 of 40; findings 39 of 40, and AUC 0.84-0.85 after 12 or
 20, so it keeps its 40; organs 28 of 30 but Dice 0.89 at 12; nodules 8 of 18; reports 20 of
-20). Default plans as a user gets them are trained by the browser test and `make bench-ui` (the chest X-ray
-demo) and by `make m3bench` (its datasets)."""
+20). Default plans as a user gets them are trained by the browser test and `make bench-ui`
+(the chest X-ray demo) and by `make m3bench` (its datasets)."""
 from __future__ import annotations
 
 import json
