@@ -121,6 +121,12 @@ def show_segmentation(report: dict, workspace: Path | None = None) -> None:
         show_test_cases(report, workspace)
 
 
+def _picked_case(cases: list[dict], prompt: str, key: str) -> dict:
+    """The case chosen in a picker of the cases' labels (the first shown first)."""
+    labels = [c["label"] for c in cases]
+    return cases[labels.index(st.selectbox(prompt, labels, key=key))]
+
+
 def show_test_cases(report: dict, workspace: Path) -> None:
     """One test case in the viewer: the image, its ground truth and the model's prediction as
     overlays, each label on or off (worst Dice first)."""
@@ -129,10 +135,8 @@ def show_test_cases(report: dict, workspace: Path) -> None:
         return
     with st.expander("Test cases: image, ground truth and prediction in the viewer",
                      icon=":material/view_in_ar:"):
-        labels = [c["label"] for c in cases]
-        chosen = st.selectbox("Test case (lowest Dice first)", labels,
-                              key=f"test-case-{workspace.name}")
-        case = cases[labels.index(chosen)]
+        case = _picked_case(cases, "Test case (lowest Dice first)",
+                            f"test-case-{workspace.name}")
         try:
             loaded = load_case(workspace, case)
         except (OSError, ValueError) as exc:  # ImageReadError is a ValueError
@@ -155,10 +159,8 @@ def show_detection_cases(report: dict, workspace: Path) -> None:
     threshold = (report.get("operating_point") or {}).get("threshold")
     with st.expander("Test images: true and predicted boxes in the viewer",
                      icon=":material/view_in_ar:"):
-        labels = [c["label"] for c in cases]
-        chosen = st.selectbox("Test image (most mistakes first)", labels,
-                              key=f"test-image-{workspace.name}")
-        case = cases[labels.index(chosen)]
+        case = _picked_case(cases, "Test image (most mistakes first)",
+                            f"test-image-{workspace.name}")
         try:
             box_sets = detection_box_sets(workspace, case, threshold)
             show_sample(case["image_path"], key=f"test-image-viewer-{workspace.name}",
