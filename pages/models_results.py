@@ -13,7 +13,7 @@ from core.viewing.decision_views import (calibration_summary, ece_spread_text,
 from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
                                       diagnosis_rows, metric_table, report_comparison,
                                       report_samples, rouge_l_gain, segmentation_rows)
-from core.viewing.test_cases import (case_choices, detection_box_sets, detection_case_choices,
+from core.viewing.case_review import (case_choices, detection_box_sets, detection_case_choices,
                                      load_case)
 from pages.models_charts import (PLOT_CONFIG, bar_figure, comparison_figure, confusion_figure,
                                  pr_figure, reliability_figure, roc_figure)

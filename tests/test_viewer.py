@@ -182,7 +182,7 @@ def test_boxes_become_outlines_named_by_class(tmp_path):
 
 
 def test_detection_test_images_show_true_and_predicted_boxes_most_mistakes_first(tmp_path):
-    from core.viewing.test_cases import detection_box_sets, detection_case_choices
+    from core.viewing.case_review import detection_box_sets, detection_case_choices
     ws = tmp_path / "job"
     (ws / "Datapath").mkdir(parents=True)
     (ws / "Logout").mkdir()

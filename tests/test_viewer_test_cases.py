@@ -1,4 +1,4 @@
-"""The Models page's test-case viewer data (core/viewing/test_cases.py): a segmentation test
+"""The Models page's test-case viewer data (core/viewing/case_review.py): a segmentation test
 case's image, ground truth (its stored label values mapped to 1..N) and prediction on one grid,
 worst Dice first."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from core.viewing.test_cases import case_choices, load_case
+from core.viewing.case_review import case_choices, load_case
 
 
 def nifti(path, array, affine):
