@@ -50,9 +50,9 @@ def compute_threads(module: str = "", args: list[str] | None = None) -> dict:
     """The compute threads each process of a new template child gets: its share of the cores
     beside the template children already running (torchrun's ``--nproc_per_node`` processes
     count each), as ``{"OMP_NUM_THREADS": n}``; nothing when this process's environment sets
-    it or MKL_NUM_THREADS (the user's choice, passed on as it is). Two 2-thread trainings on 2 cores spin against
-    each other: measured 89 s each, against 15 s each with one thread and 22 s / 16 s for a
-    2-thread training beside a 1-thread one (alone: 11.5 s with 2 threads)."""
+    it or MKL_NUM_THREADS (the user's choice, passed on as it is). Two 2-thread trainings on 2
+    cores spin against each other: measured 89 s each, against 15 s each with one thread and
+    22 s / 16 s for a 2-thread training beside a 1-thread one (alone: 11.5 s with 2 threads)."""
     if any(os.environ.get(name) for name in USER_THREAD_VARIABLES):
         return {}
     args = list(args or [])
