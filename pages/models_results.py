@@ -13,12 +13,14 @@ from core.viewing.decision_views import (calibration_summary, ece_spread_text,
 from core.viewing.model_views import (detection_curves, detection_rows, diagnosis_roc,
                                       diagnosis_rows, metric_table, report_comparison,
                                       report_samples, rouge_l_gain, segmentation_rows)
+from core.jobs.workspace import JobWorkspace
 from core.viewing.case_review import (case_choices, detection_box_sets, detection_case_choices,
-                                     load_case)
+                                      load_case)
+from core.viewing.viewer_data import BoxSet, ViewerPayload, arrays_payload
 from pages.models_charts import (PLOT_CONFIG, bar_figure, comparison_figure, confusion_figure,
                                  pr_figure, reliability_figure, roc_figure)
 from pages.ui_common import fmt_num, metrics_row
-from pages.viewer_widget import show_arrays, show_sample, viewer_available
+from pages.viewer_widget import show_payload, show_sample, viewer_available
 
 
 def ci_text(ci) -> str:
@@ -121,6 +123,28 @@ def show_segmentation(report: dict, workspace: Path | None = None) -> None:
         show_test_cases(report, workspace)
 
 
+def _results_stamp(workspace: Path) -> int:
+    """Changes when the evaluation is written again (and the predictions it read with it)."""
+    return JobWorkspace(workspace).report.stat().st_mtime_ns
+
+
+@st.cache_data(max_entries=2, ttl=3600, show_spinner=False)
+def _case_payload(workspace: str, case: dict, stamp: int, names: tuple) -> ViewerPayload:
+    """A segmentation test case's viewer payload, read once per case (the page reruns on every
+    click; a 3D case is three volumes)."""
+    loaded = load_case(Path(workspace), case)
+    return arrays_payload(loaded.image, mask=loaded.truth, prediction=loaded.prediction,
+                          affine=loaded.affine, spacing=loaded.spacing or None,
+                          class_names=names, name="test case")
+
+
+@st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
+def _case_boxes(workspace: str, case: dict, threshold: float | None,
+                stamp: int) -> list[BoxSet]:
+    """A detection test image's true and predicted boxes, read once per image."""
+    return detection_box_sets(Path(workspace), case, threshold)
+
+
 def _picked_case(cases: list[dict], prompt: str, key: str) -> dict:
     """The case chosen in a picker of the cases' labels (the first shown first)."""
     labels = [c["label"] for c in cases]
@@ -138,14 +162,13 @@ def show_test_cases(report: dict, workspace: Path) -> None:
         case = _picked_case(cases, "Test case (lowest Dice first)",
                             f"test-case-{workspace.name}")
         try:
-            loaded = load_case(workspace, case)
-        except (OSError, ValueError) as exc:  # ImageReadError is a ValueError
+            with st.spinner("Preparing the viewer…"):
+                payload = _case_payload(str(workspace), case, _results_stamp(workspace),
+                                        tuple(report.get("per_class") or {}))
+        except (OSError, ValueError) as exc:  # ImageReadError, PreviewError are ValueErrors
             st.warning(f"This test case cannot be shown: {exc}", icon=":material/warning:")
             return
-        names = list(report.get("per_class") or {})
-        show_arrays(loaded.image, key=f"test-case-viewer-{workspace.name}",
-                    mask=loaded.truth, prediction=loaded.prediction, affine=loaded.affine,
-                    spacing=loaded.spacing or None, class_names=names, name="test case")
+        show_payload(payload, f"test-case-viewer-{workspace.name}")
         st.caption("Ground truth and prediction are separate layers (the prediction's labels "
                    "in their own colours); switch each label of either on or off in the viewer.")
 
@@ -162,7 +185,7 @@ def show_detection_cases(report: dict, workspace: Path) -> None:
         case = _picked_case(cases, "Test image (most mistakes first)",
                             f"test-image-{workspace.name}")
         try:
-            box_sets = detection_box_sets(workspace, case, threshold)
+            box_sets = _case_boxes(str(workspace), case, threshold, _results_stamp(workspace))
             show_sample(case["image_path"], key=f"test-image-viewer-{workspace.name}",
                         class_names=list(report.get("per_class") or {}), box_sets=box_sets)
         except (OSError, ValueError) as exc:  # PreviewError and ImageReadError are ValueErrors
