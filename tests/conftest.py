@@ -195,15 +195,17 @@ def registered_demo_dataset(settings, name: str) -> tuple[Path, str]:
     return folder, tree_digest(folder)
 
 
-def crew_home(tmp_path_factory, mp: pytest.MonkeyPatch, name: str):
-    """A fresh M3Builder home for a module- or session-scoped fixture (autopilot, CrewAI's
-    storage inside it): (home, settings, store). ``mp`` keeps the environment until it ends."""
+def crew_home(tmp_path_factory, mp: pytest.MonkeyPatch, name: str, home: Path | None = None,
+              crewai: Path | None = None):
+    """A fresh M3Builder home (``home``, else a new temp folder named ``name``) for a module- or
+    session-scoped fixture (autopilot, CrewAI's storage in ``crewai`` or a temp folder):
+    (home, settings, store). ``mp`` keeps the environment until it ends."""
     from core.config.settings import get_settings
     from core.store.db import open_store
 
-    home = tmp_path_factory.mktemp(name)
+    home = home or tmp_path_factory.mktemp(name)
     mp.setenv("M3B_HOME", str(home))
-    mp.setenv("CREWAI_STORAGE_DIR", str(tmp_path_factory.mktemp("crewai")))
+    mp.setenv("CREWAI_STORAGE_DIR", str(crewai or tmp_path_factory.mktemp("crewai")))
     mp.delenv("M3B_LLM", raising=False)
     settings = get_settings()
     return home, settings, open_store(settings.store_path)
@@ -236,19 +238,15 @@ def nnunet_crew_job(tmp_path_factory) -> dict:
 
     from filelock import FileLock
 
-    from core.config.settings import get_settings
     from core.jobs.lifecycle import create_job
-    from core.store.db import open_store
 
     shared = tmp_path_factory.getbasetemp()
     shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
-    home, record = shared / "nnunet-home", shared / "nnunet-job.json"
+    record = shared / "nnunet-job.json"
     with FileLock(str(shared / "nnunet-job.lock")), pytest.MonkeyPatch.context() as mp:
-        mp.setenv("M3B_HOME", str(home))
-        mp.setenv("CREWAI_STORAGE_DIR", str(shared / "nnunet-crewai"))
-        mp.delenv("M3B_LLM", raising=False)
-        settings = get_settings()
-        store = open_store(settings.store_path)
+        home, settings, store = crew_home(tmp_path_factory, mp, "nnunet-home",
+                                          home=shared / "nnunet-home",
+                                          crewai=shared / "nnunet-crewai")
         if not record.exists():
             folder, before = registered_demo_dataset(settings, NNUNET_DEMO)
             job_id = create_job(settings, store, NNUNET_REQUEST, "autopilot",
