@@ -24,8 +24,8 @@ def task_manager(tools: list, ctx: JobContext) -> str:
     _ok(t["list_datacards"].call(), "list_datacards")
     ranking = _ok(t["rank_datasets"].call(request=ctx.request), "rank_datasets")
     chosen = ranking["chosen"] or "none"
-    plan = _ok(t["write_plan"].call(dataset=chosen, reasons=ranking["explanation"]),
-               "write_plan")["plan"]
+    plan = _ok(t["write_plan"].call(dataset=chosen, reasons=ranking["explanation"],
+                                    target=ranking.get("target") or ""), "write_plan")["plan"]
     return f"{plan['status']}: {plan.get('dataset')} — {ranking['explanation']}"
 
 

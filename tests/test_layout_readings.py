@@ -17,6 +17,7 @@ from PIL import Image
 
 from core.datasets.layouts.dispatch import scan_folder
 from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT, ScanError
+from core.datasets.datacards import parse_datacard
 from core.datasets.registration import format_registration, register_dataset
 from core.demo.layout_families import FAMILIES
 
@@ -80,24 +81,39 @@ def _busi_like(root: Path) -> None:
                             .astype(np.uint8)).save(root / label / f"{label} ({i})_mask.png")
 
 
-def test_a_folder_read_two_ways_is_put_to_the_user(tmp_path, settings, store):
+def test_a_folder_with_two_targets_lists_both_and_the_request_binds_one(tmp_path, settings,
+                                                                         store):
+    """Class folders whose images have masks beside them hold two valid targets (diagnosis of
+    the class, segmentation of the lesion): registration lists both without asking, and the
+    request says which one a build uses."""
+    from core.planning.matching import rank_datacards
+
     root = tmp_path / "busi"
     _busi_like(root)
     scan = scan_folder(root)
     reading = scan.details["interpretation"]
     readers = [r["reader"] for r in scan.details["interpretations"] if not r["refused"]]
-    assert reading["ambiguous"] and {"masks", "class_folders"} <= set(readers)
+    assert not reading["ambiguous"] and {"masks", "class_folders"} <= set(readers)
     result = register_dataset(settings, store, str(root), "BUSI-like")
-    assert result["status"] == "needs_choice" and result["datacard_path"] is None
-    assert not (settings.datacards_dir / "BUSI-like.json").exists()
-    text = format_registration(result)
-    assert "--interpretation N" in text and "e.g." in text
-    number = next(r["number"] for r in result["interpretations"]
+    assert result["status"] == "registered", result["errors"]
+    card = json.loads(Path(result["datacard_path"]).read_text())
+    tasks = {t["task"]: t for t in card["targets"]}
+    assert set(tasks) == {"segmentation", "diagnosis"}
+    assert tasks["diagnosis"]["classes"] == ["benign", "malignant", "normal"]
+    assert set(card["tasks"]) == {"segmentation", "diagnosis"}
+    parsed = parse_datacard(card)
+    parsed = parsed.model_copy(update={"modality": "ultrasound", "anatomy": "breast"})
+    seg = rank_datacards("segment breast lesions on ultrasound", [(parsed, True)])
+    dia = rank_datacards("classify benign versus malignant breast ultrasound", [(parsed, True)])
+    assert seg["target"] == tasks["segmentation"]["id"]
+    assert dia["target"] == tasks["diagnosis"]["id"]
+    # a reading can still be picked by number (the CLI's --interpretation N)
+    number = next(r["number"] for r in scan.details["interpretations"]
                   if r["reader"] == "class_folders")
-    chosen = register_dataset(settings, store, str(root), "BUSI-like", interpretation=number)
+    chosen = register_dataset(settings, store, str(root), "BUSI-folders", interpretation=number)
     assert chosen["status"] == "registered", chosen["errors"]
-    card = json.loads(Path(chosen["datacard_path"]).read_text())
-    assert card["interpretation"] == "class_folders" and card["tasks"] == ["diagnosis"]
+    assert json.loads(Path(chosen["datacard_path"]).read_text())["interpretation"] == \
+        "class_folders"
     # the description settles it without asking
     told = scan_folder(root, "Segment the lesion: each image has its mask beside it "
                                  "(255 = lesion, 0 = background).")

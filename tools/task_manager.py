@@ -21,6 +21,9 @@ class ListDatacards(M3Tool):
         cards = [{"name": e.card.name, "tasks": e.card.tasks, "modality": e.card.modality,
                   "anatomy": e.card.anatomy, "dimension": e.card.dimension,
                   "classes": e.card.classes[:20], "available": e.available,
+                  "targets": [{k: t.get(k) for k in ("id", "task", "name", "classes",
+                                                     "num_samples", "coverage")}
+                              for t in e.card.targets[:12] if isinstance(t, dict)],
                   "description": e.card.description[:400]}
                  for e in load_catalog(self.ctx.settings)]
         return {"datacards": cards, "count": len(cards)}
@@ -58,6 +61,9 @@ class PlanArgs(BaseModel):
     model: str = Field(default="", description="network name; defaults to the device's default")
     time_budget_s: int = Field(default=600, ge=30, le=7 * 24 * 3600,
                                description="wall-clock budget for training, seconds")
+    target: str = Field(default="", description="the dataset's target to learn (an id from "
+                        "rank_datasets' 'target' or the datacard's targets); default: the one "
+                        "the request names")
 
 
 class WritePlan(M3Tool):
@@ -68,10 +74,10 @@ class WritePlan(M3Tool):
     args_schema: type[BaseModel] = PlanArgs
 
     def execute(self, dataset: str, reasons: str, task: str = "", model: str = "",
-                time_budget_s: int = 600) -> dict:
+                time_budget_s: int = 600, target: str = "") -> dict:
         try:
             plan = write_plan(self.ctx.settings, self.ctx.workspace, self.ctx.request, dataset,
-                              reasons, task, model, time_budget_s)
+                              reasons, task, model, time_budget_s, target)
         except PlanError as exc:
             raise ToolError(str(exc)) from exc
         return {"plan": plan, "path": str(self.ctx.workspace.plan)}

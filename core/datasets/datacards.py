@@ -53,6 +53,10 @@ class Datacard(BaseModel):
     engine: Literal["", "monai", "nnunet"] = ""   # force a segmentation engine; "" = plan picks
     allow_pickle: bool = False    # volumes are Python pickles (.pck/.pkl): reading them runs code
     interpretation: str = ""      # the reading of the folder chosen at registration (reader name)
+    # every target the folder offers (core.datasets.layouts.target_list): id, task, template,
+    # classes, counts, coverage, grouping, split, examples and, for a records reading, its
+    # recipe; the first is the default, a request binds one (core.planning.targets)
+    targets: list[dict] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod

@@ -66,8 +66,13 @@ def propose_name(folder: str | Path) -> str:
 
 
 def compatible_tasks(scan) -> list[str]:
-    """The tasks a card may declare for this scan's layout (see tasks_for_layout)."""
-    return tasks_for_layout(scan.layout, scan.task)
+    """The tasks a card may declare for this scan's layout (see tasks_for_layout) and for
+    every other target the folder offers."""
+    tasks = tasks_for_layout(scan.layout, scan.task)
+    for target in scan.details.get("targets") or []:
+        tasks += [t for t in tasks_for_layout(target.get("layout", ""), target.get("task", ""))
+                  if t not in tasks]
+    return tasks
 
 
 def tasks_for_layout(layout: str, task: str = "") -> list[str]:
@@ -191,12 +196,15 @@ def draft_datacard(scan, name: str, description: str, source: str = "registered"
         modality = "X-ray"
     auto = (f"{scan.dimension} {scan.file_format} images, {len(scan.samples)} samples, layout "
             f"{scan.layout}; labels: {', '.join(scan.classes) or 'free text'}.")
+    targets = scan.details.get("targets") or []
+    tasks = list(dict.fromkeys([scan.task] + [t["task"] for t in targets]))
     return parse_datacard({
         "dataset name": name, "dataset description": description.strip() or auto,
-        "dataset path": scan.root, "tasks": [scan.task], "modality": modality,
+        "dataset path": scan.root, "tasks": tasks, "modality": modality,
         "anatomy": intent.anatomy, "dimension": scan.dimension, "file_format": scan.file_format,
         "label_source": scan.layout, "grouping_key": scan.group_source,
         "classes": scan.classes, "class_counts": scan.class_counts,
         "num_samples": len(scan.samples), "source": source,
         "interpretation": (scan.details.get("interpretation") or {}).get("reader", ""),
+        "targets": targets,
         "provenance": "registered with M3Builder", "registered_at": time.time()})

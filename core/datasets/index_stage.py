@@ -34,16 +34,33 @@ def planned_description(settings: Settings, plan: dict) -> str:
 
 
 def planned_interpretation(settings: Settings, plan: dict) -> str | None:
-    """The reading of the folder chosen when the planned dataset was registered."""
+    """The reading of the folder the plan uses: its target (bound to the request), else the
+    one chosen when the planned dataset was registered."""
+    if plan.get("target"):
+        return str(plan["target"])
     entry = find_entry(settings, plan.get("dataset") or "")
     return (entry.card.interpretation or None) if entry else None
 
 
+def planned_recipe(settings: Settings, plan: dict) -> dict | None:
+    """The recipe of the plan's target as the datacard keeps it (the user may have edited it),
+    or None when the target is read by a reader of its own."""
+    entry = find_entry(settings, plan.get("dataset") or "")
+    wanted = planned_interpretation(settings, plan)
+    if entry is None or not wanted:
+        return None
+    for target in entry.card.targets:
+        if isinstance(target, dict) and target.get("id") == wanted:
+            return target.get("recipe") or None
+    return None
+
+
 def scan_planned(settings: Settings, plan: dict) -> ScanResult:
-    """Scan the planned dataset, helped by its datacard's description and read the way its
-    registration chose. Raises ScanError."""
+    """Scan the planned dataset, helped by its datacard's description and read the way the
+    plan's target (else its registration) says. Raises ScanError."""
     return scan_folder(planned_dataset(plan), planned_description(settings, plan),
-                       planned_interpretation(settings, plan))
+                       planned_interpretation(settings, plan),
+                       recipe=planned_recipe(settings, plan))
 
 
 def build_index(settings: Settings, plan: dict, datapath: Path,
@@ -60,7 +77,6 @@ def build_index(settings: Settings, plan: dict, datapath: Path,
         test_fraction = split.get("test_fraction", TEST_FRACTION)
     seed = split.get("seed", DEFAULT_SEED) if seed is None else seed
     description = planned_description(settings, plan)
-    scan = scan_folder(planned_dataset(plan), description,
-                       planned_interpretation(settings, plan))
+    scan = scan_planned(settings, plan)
     return write_index(scan, datapath, plan.get("template", ""), test_fraction, seed,
                        keep_existing_split, caps=description)

@@ -52,6 +52,7 @@ class Candidate:
     # per criterion (task, output, modality, anatomy, dimension, classes, available):
     # "match", "near" (compatible, fewer points), "differs" or "open" (the card states none)
     criteria: dict[str, str] = field(default_factory=dict)
+    target: str = ""     # the card's target the request binds (core.planning.targets)
 
 
 @dataclass
@@ -288,8 +289,13 @@ def _nearest(scored: list[tuple[Candidate, Datacard]]) -> tuple[Candidate, Datac
 def rank_datacards(request: str, cards: list[tuple[Datacard, bool]]) -> dict:
     """Rank (card, available) pairs. Returns the choice (or none), every candidate's reasons
     and, when none fits, the nearest card and how it differs."""
+    from core.planning.targets import best_target
     intent = parse_request(request)
-    scored = [(score_card(intent, card, available), card) for card, available in cards]
+    scored = []
+    for card, available in cards:
+        candidate, target = best_target(intent, card, available, score_card, request)
+        candidate.name, candidate.target = card.name, target
+        scored.append((candidate, card))
     candidates = sorted((c for c, _ in scored), key=lambda c: (-int(c.eligible), -c.score, c.name))
     chosen = candidates[0] if candidates and candidates[0].eligible else None
     nearest, nearest_text = None, ""
@@ -314,6 +320,7 @@ def rank_datacards(request: str, cards: list[tuple[Datacard, bool]]) -> dict:
                     "Nearest available here")
         explanation = _no_fit(intent, nearest_text)
     return {"intent": asdict(intent), "chosen": chosen.name if chosen else None,
+            "target": chosen.target if chosen else "",
             "explanation": explanation, "candidates": [asdict(c) for c in candidates],
             "nearest": nearest.name if nearest else None,
             "differences": list(nearest.differences) if nearest else [],

@@ -246,6 +246,15 @@ def validate_edits(settings: Settings, plan: dict, values: dict) -> EditResult:
         edited.update(dataset=card.name, dataset_path=str(entry.dataset_path),
                       modality=card.modality, anatomy=card.anatomy, dimension=card.dimension,
                       file_format=card.file_format, classes=card.classes)
+        edited.pop("target", None)
+        edited.pop("target_name", None)
+        from core.planning.plan import planned_target
+        from core.planning.targets import target_card
+        bound = planned_target(card, plan.get("request", ""), "", plan.get("task", ""))
+        if bound:   # the new card's target the request binds, of the plan's task
+            view = target_card(card, bound)
+            edited.update(target=bound["id"], target_name=bound.get("name", ""),
+                          classes=view.classes, dimension=view.dimension)
         edited["reasons"] = (f"{plan.get('reasons', '')} The user chose {card.name} instead of "
                              f"{old['dataset']}.").strip()
         fixed["dataset"] = card.name

@@ -16,12 +16,23 @@ GENERIC_CLASS_WORDS = {
     "non", "not", "without"}
 
 
+# one word for what clinicians write several ways (after the spelling rules of ``norm``)
+SYNONYMS = {"bleed": "hemorrhage", "bleeding": "hemorrhage", "hemorrhagic": "hemorrhage",
+            "haemorrhagic": "hemorrhage", "ich": "hemorrhage", "nevi": "nevu",
+            "mole": "nevu", "cardiomegalie": "cardiomegaly",
+            "enlarged-heart": "cardiomegaly", "pneumothoraxe": "pneumothorax", "ptx": "pneumothorax",
+            "neoplasm": "tumor", "nodular": "nodule", "fractured": "fracture", "broken": "fracture", "opacitie": "opacity",
+            "opacification": "opacity", "consolidated": "consolidation",
+            "atelectatic": "atelectasi", "emphysematou": "emphysema", "edematou": "edema"}
+
+
 def norm(word: str) -> str:
     """One spelling per word: lower case, singular, ``haemorrhage``/``tumour`` as in US."""
     word = word.lower().strip()
     word = word[:-1] if word.endswith("s") and len(word) > 3 else word
     word = word.replace("ae", "e").replace("oe", "e")
-    return word[:-3] + "or" if word.endswith("our") and len(word) > 4 else word
+    word = word[:-3] + "or" if word.endswith("our") and len(word) > 4 else word
+    return SYNONYMS.get(word, word)
 
 
 def words(text: str) -> set[str]:

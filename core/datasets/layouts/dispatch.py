@@ -38,13 +38,33 @@ def confirmed_mask_affixes(root: Path, candidates: list[str]) -> tuple[str, ...]
                  if any(s.endswith(a) and s[: -len(a)] in stems for s in stems))
 
 
+def _scan_recipe(root: Path, recipe, description: str) -> ScanResult:
+    from core.datasets.records.reading import scan_with_recipe
+    from core.datasets.records.recipe import Recipe, RecipeError
+    try:
+        if not isinstance(recipe, Recipe):
+            recipe = Recipe.from_json(recipe)
+        scan = infer_patient_keys(scan_with_recipe(root, recipe, description))
+    except RecipeError as exc:
+        raise ScanError(str(exc)) from exc
+    reader = f"records:{scan.details['target']}"
+    scan.details["interpretation"] = {
+        "reader": reader, "score": None, "coverage": None, "source": scan.details["source"],
+        "ambiguous": False, "why": "", "chosen_by": "recipe"}
+    skipped = links.skipped_links()
+    if skipped:
+        scan.details["skipped_links"] = skipped
+    return scan
+
+
 def scan_folder(root: str | os.PathLike, description: str = "",
                 interpretation: str | int | None = None,
-                declared_tasks: list[str] | None = None) -> ScanResult:
+                declared_tasks: list[str] | None = None, recipe=None) -> ScanResult:
     """Read ``root`` (helped by the datacard's ``description`` and declared tasks) and list its
     samples. ``interpretation`` picks a reading: its number in
-    ``details["interpretations"]`` or a reader name (what a datacard keeps). Read-only. Raises
-    ScanError with advice."""
+    ``details["interpretations"]`` or a reader name (what a datacard keeps). ``recipe`` (a
+    core.datasets.records.recipe.Recipe or its JSON) reads the folder exactly as it says
+    instead. Read-only. Raises ScanError with advice."""
     root_path = Path(root).expanduser()
     if not root_path.exists():
         raise ScanError(f"dataset folder {root_path} does not exist. Check the path.")
@@ -54,6 +74,8 @@ def scan_folder(root: str | os.PathLike, description: str = "",
     root_path = root_path.resolve()
     with shared_walks(), links.watching(root_path):  # links that loop or leave it: skipped
         use_mask_affixes(confirmed_mask_affixes(root_path, read_hints(description).mask_affixes))
+        if recipe is not None:
+            return _scan_recipe(root_path, recipe, description)
         readings, inventory = read_all(root_path, description, declared_tasks)
         scan = infer_patient_keys(choose(readings, root_path, interpretation))
         scan.details["inventory"] = inventory.summary()

@@ -31,12 +31,15 @@ from core.datasets.layouts.hints import Hints, read_hints
 from core.datasets.layouts.inventory import MASK_FOLDER, Inventory, kind_of, take_inventory
 from core.datasets.layouts.readers import READERS, reading_formats
 from core.datasets.layouts.types import ScanError, ScanResult, entries
+from core.datasets.layouts.target_list import distinct_targets, is_target_pair
 
 GENERIC_CLASSES = {"images", "image", "imgs", "img", "data", "dataset", "scans", "scan",
                    "files", "nifti", "nii", "dicom", "png", "jpg", "jpeg", "raw", "volumes",
                    "masks", "mask", "labels", "label", "annotations", "annotation", "seg",
                    "segmentation", "segmentations", "gt", "ground_truth", "imagestr",
                    "labelstr", "imagests", "labelsts", "jpegimages", "imagesets", "case"}
+LABEL_FIELD = re.compile(r"label|finding|diagnos|class|target|category|outcome|grade|dx", re.I)
+RECORDS_PRIOR = 0.0   # the records reading's prior: an agreeing reader of its own wins a tie
 CLOSE = 0.05          # readings closer than this (and different) are put to the user
 LOW_COVERAGE = 0.5    # a best reading explaining less than this is put to the user too
 TASK_OF_LAYOUT = {"box_table": "detection", "image_mask_folders": "segmentation",
@@ -162,6 +165,17 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
         if not reading.refused:
             _score(reading, hints, inv, 1.0 - i / len(READERS), set(declared_tasks or []))
         readings.append(reading)
+    from core.datasets.records.reading import read_targets
+    for scan in read_targets(root, description):
+        reading = Reading(f"records:{scan.details['target']}", scan)
+        reading.refused = _degenerate(scan)
+        recipe = scan.details.get("recipe") or {}
+        label_named = recipe.get("role") in ("findings", "labels") or (
+            recipe.get("role") == "class" and LABEL_FIELD.search(str(recipe.get("name"))))
+        if not reading.refused:
+            _score(reading, hints, inv, RECORDS_PRIOR + 0.25 * bool(label_named),
+                   set(declared_tasks or []))
+        readings.append(reading)
     readings.sort(key=lambda r: (bool(r.refused) or r.scan is None, -r.score))
     return readings, inv
 
@@ -253,8 +267,8 @@ def choose(readings: list[Reading], root: Path, choice: str | int | None = None
     why = ""
     if best.coverage < LOW_COVERAGE:
         why = (f"the best reading explains only {best.coverage:.0%} of the files")
-    elif runner and best.score - runner.score < CLOSE and (
-            runner.task != best.task or source_of(runner) != source_of(best)):
+    elif runner and best.score - runner.score < CLOSE and not is_target_pair(best, runner) \
+            and (runner.task != best.task or source_of(runner) != source_of(best)):
         why = (f"two readings are close: {source_of(best)} ({best.task}) and "
                f"{source_of(runner)} ({runner.task})")
     scan = picked.scan
@@ -263,4 +277,6 @@ def choose(readings: list[Reading], root: Path, choice: str | int | None = None
         "source": source_of(picked), "ambiguous": bool(why) and not asked, "why": why,
         "chosen_by": "user" if asked else "score"}
     scan.details["interpretations"] = summarise(readings[:6], str(root))
+    scan.details["targets"] = distinct_targets(picked, viable, str(root), _example_rows,
+                                               source_of)
     return scan

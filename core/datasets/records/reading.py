@@ -1,0 +1,91 @@
+"""The records reading of a dataset folder: its record sources, their targets, each target
+applied (one ScanResult per target, its recipe in ``details["recipe"]``), or one recipe the
+user gave applied as it is.
+
+May import: core.datasets.layouts (types, inventory, label_table_ids, mask_labels),
+core.datasets.records.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.datasets.layouts.inventory import take_inventory
+from core.datasets.layouts.label_table_ids import IdMatcher
+from core.datasets.layouts.mask_labels import label_names
+from core.datasets.layouts.types import ScanError, ScanResult, all_images
+from core.datasets.records.recipe import Recipe, RecipeError, apply_recipe
+from core.datasets.records.sources import Source, find_sources
+from core.datasets.records.targets import source_targets
+
+MAX_TARGETS = 40
+
+
+def target_id(recipe: Recipe) -> str:
+    """A target's name on the card and in a plan: the source and the field(s)."""
+    what = recipe.name or ", ".join(recipe.fields)
+    return f"{recipe.source} :: {what}"
+
+
+def _context(root: Path):
+    images = all_images(root)
+    inv = take_inventory(root)
+    sources, problems = find_sources(root, inv)
+    return images, sources, problems
+
+
+def _mask_names(root: Path, description: str):
+    return lambda masks: label_names(root, description, masks)
+
+
+def read_targets(root: Path, description: str = "") -> list[ScanResult]:
+    """One ScanResult per target the folder's record sources offer (none: [])."""
+    images, sources, problems = _context(root)
+    if not images or not sources:
+        return []
+    matcher = IdMatcher(images, root)
+    out: list[ScanResult] = []
+    for source in sources:
+        for recipe in source_targets(source, images, root, matcher, description):
+            try:
+                scan = apply_recipe(root, recipe, source, images, matcher,
+                                    _mask_names(root, description))
+            except ScanError:
+                continue
+            scan.details["target"] = target_id(recipe)
+            scan.details["source_problems"] = problems[:10]
+            out.append(scan)
+            if len(out) >= MAX_TARGETS:
+                return out
+    return out
+
+
+def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanResult:
+    """The folder read by ``recipe`` (ScanError naming what does not fit)."""
+    images, sources, _problems = _context(root)
+    wanted = {s.strip() for s in recipe.source.split(" + ")}
+    source = next((s for s in sources if s.name == recipe.source), None) or next(
+        (s for s in sources if {n.strip() for n in s.name.split(" + ")} & wanted), None)
+    if source is None:
+        names = ", ".join(s.name for s in sources[:8]) or "none"
+        raise ScanError(f"the recipe's source {recipe.source!r} is not in {root} (sources "
+                        f"found: {names}); edit the recipe's source")
+    missing = [f for f in [recipe.image_field, *recipe.fields] if f and f not in source.fields]
+    if missing:
+        raise ScanError(f"the recipe names field(s) {', '.join(missing)} that {source.name} "
+                        f"does not have (its fields: {', '.join(source.fields[:20])})")
+    scan = apply_recipe(root, recipe, source, images, IdMatcher(images, root),
+                        _mask_names(root, description))
+    scan.details["target"] = target_id(recipe)
+    return scan
+
+
+def source_fields(root: Path) -> list[dict]:
+    """Every source's fields with their roles (what the mapping form lists)."""
+    from core.datasets.records.fields import profile
+    _images, sources, _problems = _context(root)
+    return [{"source": s.name, "kind": s.kind, "records": len(s.records),
+             "fields": [i.to_json() for i in profile(s.records).values()]} for s in sources]
+
+
+__all__ = ["read_targets", "scan_with_recipe", "source_fields", "target_id", "Recipe",
+           "RecipeError", "Source"]

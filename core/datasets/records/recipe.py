@@ -1,0 +1,256 @@
+"""A recipe: one reading of a dataset folder as data the user can read and edit, and its
+application to the folder (a ScanResult).
+
+A recipe names a record source (core.datasets.records.sources), the field that names the images
+and how it names them (``path``: a relative path, a file name or a stem; ``id``: an id that is a
+run of the file stem's tokens, so one row may label several images — a patient's slices), the
+target (its role and field(s), and a value map from raw values to class names, ``null`` leaving
+a value out), the grouping field (else the patient prefix or case folder of the path) and the
+split field. It is kept in the datacard (``targets[i]["recipe"]``), printed by
+``crew register --json`` and taken back by ``crew register --recipe FILE``.
+
+Roles: ``class`` (one categorical field), ``finding`` (one binary finding: its values
+``pos``/``neg``/``uncertain``/``blank`` mapped to the finding, ``no <finding>`` or left out),
+``findings`` (multi-label over several binary finding fields), ``labels`` (a field holding
+several labels), ``mask`` (a field naming each image's mask), ``annotations`` (COCO-like boxes
+per image), ``report`` (findings and impression text fields).
+
+May import: core.datasets.layouts (types, common, label_table_ids, array_headers, mask_labels,
+tables), core.datasets.records (sources, fields).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
+from core.datasets.layouts.common import group_for, group_source, held_out_splits
+from core.datasets.layouts.label_table_ids import IdMatcher
+from core.datasets.layouts.tables import NEGATIVES
+from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, ScanResult,
+                                         image_suffix)
+from core.datasets.records.fields import binary_value, split_labels
+from core.datasets.records.sources import Source
+
+ROLES = {"class": "diagnosis", "finding": "diagnosis", "findings": "diagnosis",
+         "labels": "diagnosis", "mask": "segmentation", "annotations": "anomaly_detection",
+         "report": "report_generation"}
+LAYOUT_OF_TASK = {"diagnosis": "label_table", "segmentation": "image_mask_folders",
+                  "anomaly_detection": "box_table", "report_generation": "report_table"}
+MATCHES = ("path", "id")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message says which part and what to do."""
+
+
+@dataclass
+class Recipe:
+    source: str
+    image_field: str
+    role: str
+    fields: list[str]
+    match: str = "path"
+    values: dict[str, str | None] = field(default_factory=dict)
+    group_field: str = ""
+    split_field: str = ""
+    name: str = ""
+    version: int = 1
+
+    @property
+    def task(self) -> str:
+        return ROLES[self.role]
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "task": self.task}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "the recipe") -> "Recipe":
+        if not isinstance(data, dict):
+            raise RecipeError(f"{where} is not a JSON object; give one recipe object (as "
+                              "`crew register --json` prints under targets[].recipe)")
+        missing = [k for k in ("source", "image_field", "role", "fields") if not data.get(k)]
+        if missing:
+            raise RecipeError(f"{where} lacks {', '.join(missing)}: a recipe names its "
+                              "source, image_field, role and fields")
+        if data["role"] not in ROLES:
+            raise RecipeError(f"{where}: role {data['role']!r} is not one of "
+                              f"{', '.join(ROLES)}")
+        if data.get("match", "path") not in MATCHES:
+            raise RecipeError(f"{where}: match {data['match']!r} is not 'path' or 'id'")
+        fields = data["fields"]
+        if isinstance(fields, str):
+            fields = [fields]
+        values = data.get("values") or {}
+        if not isinstance(values, dict) or not all(isinstance(v, (str, type(None)))
+                                                   for v in values.values()):
+            raise RecipeError(f"{where}: values must map raw values to class names (or null "
+                              "to leave those rows out)")
+        return cls(str(data["source"]), str(data["image_field"]), data["role"],
+                   [str(f) for f in fields], data.get("match", "path"),
+                   {str(k): v for k, v in values.items()}, str(data.get("group_field") or ""),
+                   str(data.get("split_field") or ""), str(data.get("name") or ""))
+
+
+def load_recipe(path: str | os.PathLike) -> Recipe:
+    """A recipe from a JSON file (the object itself, or a target holding it as ``recipe``)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecipeError(f"cannot read the recipe file {path}: {exc}") from exc
+    if isinstance(data, dict) and isinstance(data.get("recipe"), dict):
+        data = data["recipe"]
+    return Recipe.from_json(data, f"the recipe file {path}")
+
+
+# --------------------------------------------------------------------------- applying
+def _label_of(recipe: Recipe, record: dict) -> tuple[str | None, list[str] | None, dict]:
+    """(single label or None to leave the row out, labels for multi-label, extra)."""
+    role, f0 = recipe.role, recipe.fields[0]
+    if role == "class":
+        raw = str(record.get(f0, "")).strip()
+        if not raw:
+            return None, None, {}
+        return recipe.values.get(raw, raw), None, {}
+    if role == "finding":
+        kind = binary_value(record.get(f0, ""))
+        return (recipe.values.get(kind or "", None) if kind else None), None, {}
+    if role == "findings":
+        names = [recipe.values.get(f, f) or f for f in recipe.fields
+                 if binary_value(record.get(f, "")) == "pos"]
+        return (names[0] if names else "(none)"), names, {}
+    if role == "labels":
+        names = []
+        for token in split_labels(record.get(f0, "")):
+            name = recipe.values.get(token, token)
+            if name and name.lower() not in NEGATIVES and name not in names:
+                names.append(name)
+        return (names[0] if names else "(none)"), names, {}
+    if role == "report":
+        findings = str(record.get(recipe.fields[0], "") or "").strip()
+        impression = str(record.get(recipe.fields[1], "") or "").strip() \
+            if len(recipe.fields) > 1 else ""
+        if not (findings or impression):
+            return None, None, {}
+        return "report", None, {"findings": findings, "impression": impression}
+    if role == "annotations":
+        boxes, labels = [], []
+        for ann in record.get(f0) or []:
+            bbox = ann.get("bbox")
+            if not isinstance(bbox, list) or len(bbox) != 4:
+                continue
+            x, y, w, h = (float(v) for v in bbox)
+            if w <= 0 or h <= 0:
+                continue
+            boxes.append([x, y, x + w, y + h])
+            raw = str(ann.get("category", ann.get("category_id", "lesion")))
+            labels.append(recipe.values.get(raw, raw) or raw)
+        return ("positive" if boxes else "negative"), None, {"boxes": boxes, "labels": labels}
+    return None, None, {}
+
+
+def _dimension(paths: list[Path], fmt: str) -> str:
+    if fmt in ("nifti", "nrrd", "mha"):
+        return "3D"
+    if fmt in ("npy", "npz", "pt") and paths:
+        shape, _ = array_shape(paths[0])
+        return dimension_of_shape(shape) or "2D"
+    return "2D"
+
+
+def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
+                 matcher: IdMatcher | None = None, mask_names=None) -> ScanResult:
+    """The ScanResult the recipe reads from ``source`` (ScanError when it reads nothing)."""
+    matcher = matcher or IdMatcher(images, root)
+    entries: dict[str, dict] = {}
+    skipped, unmatched, conflicts = [], 0, 0
+    for record in source.records:
+        ref = record.get(recipe.image_field, "")
+        hits = matcher.find(ref, recipe.match == "id") if ref else []
+        hits = [h for h in hits if h.is_file()] if recipe.match == "id" else hits
+        if not hits:
+            unmatched += 1
+            continue
+        label, labels, extra = _label_of(recipe, record)
+        if label is None:
+            continue
+        if recipe.role == "mask":
+            mask = matcher.find(record.get(recipe.fields[0], ""), False)
+            if not mask:
+                skipped.append(f"{ref}: its mask {record.get(recipe.fields[0])!r} is not in "
+                               "the folder")
+                continue
+            label, extra = "case", {"label_path": str(mask[0])}
+        group = str(record.get(recipe.group_field, "") or "").strip() \
+            if recipe.group_field else ""
+        split = str(record.get(recipe.split_field, "") or "").strip().lower() \
+            if recipe.split_field else ""
+        for path in hits:
+            key = str(path)
+            if key in entries:
+                if entries[key]["label"] != label or entries[key]["labels"] != labels:
+                    conflicts += 1
+                    entries[key]["conflict"] = True
+                continue
+            entries[key] = {"path": path, "label": label, "labels": labels, "extra": extra,
+                            "group": group, "split": split}
+    entries = {k: e for k, e in entries.items() if not e.get("conflict")}
+    if not entries:
+        raise ScanError(f"the reading of {source.name} by field {recipe.image_field!r} and "
+                        f"{recipe.role} {', '.join(recipe.fields)} names no image of the "
+                        f"folder with a usable value; check the recipe's fields and values")
+    from core.datasets.layouts.common import SPLITS
+    mapping = held_out_splits([SPLITS.get(e["split"], "") for e in entries.values()])
+    samples, sources = [], []
+    for e in entries.values():
+        group, how = e["group"], f"table column {recipe.group_field!r}"
+        if not group:
+            group, how = group_for(e["path"], root)
+        sources.append(how)
+        split = SPLITS.get(e["split"], "")
+        samples.append(Sample(str(e["path"]), e["label"], group, mapping.get(split, split),
+                              e["labels"], e["extra"]))
+    if unmatched:
+        skipped.append(f"{unmatched} rows of {source.name} name no image of the folder")
+    if conflicts:
+        skipped.append(f"{conflicts} images have conflicting values in {source.name}; left out")
+    task = recipe.task
+    if task == "diagnosis":
+        counts = Counter(l for s in samples for l in s.label_list()) \
+            if recipe.role in ("findings", "labels") else Counter(s.label for s in samples)
+        ordered = [v for v in recipe.values.values() if v and v in counts]
+        classes = list(dict.fromkeys(ordered + sorted(counts)))
+    elif task == "anomaly_detection":
+        counts = Counter(l for s in samples for l in s.extra.get("labels", []))
+        classes = sorted(counts)
+    elif task == "segmentation":
+        names, mask_facts = (mask_names or (lambda masks: (["lesion"], {})))(
+            [Path(s.extra["label_path"]) for s in samples])
+        classes, counts = names, Counter({n: len(samples) for n in names})
+    else:
+        classes, counts = [], Counter()
+    first = [Path(s.image) for s in samples[:20]]
+    suffixes = Counter(image_suffix(p.name) for p in first)
+    fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
+    splits = {s.split for s in samples}
+    listed = {s.image for s in samples}
+    details = {"recipe": recipe.to_json(), "source": f"{source.name} ({recipe.role} "
+               f"{', '.join(recipe.fields[:3])}{' ...' if len(recipe.fields) > 3 else ''})",
+               "table": str(source.path), "image_column": recipe.image_field,
+               "label_column": recipe.fields[0] if recipe.role in ("class", "finding") else None,
+               "label_columns": recipe.fields, "patient_column": recipe.group_field or None,
+               "split_column": recipe.split_field or None, "target_name": recipe.name}
+    if task == "segmentation":
+        details.update(mask_facts)
+    skipped += [f"{p}: not named in {source.name}" for p in images
+                if str(p) not in listed][:200]
+    return ScanResult(
+        root=str(root), layout=LAYOUT_OF_TASK[task], task=task,
+        dimension=_dimension(first, fmt), file_format=fmt, classes=classes,
+        class_counts={c: counts.get(c, 0) for c in classes}, samples=samples,
+        group_source=group_source(sources),
+        existing_split="test" in splits and bool(splits & {"train", "val"}) and "" not in splits,
+        skipped=skipped, num_files=len(images), details=details)
