@@ -18,7 +18,7 @@ from PIL import Image
 from core.datasets.layouts.dispatch import scan_folder
 from core.datasets.layouts.types import TEMPLATE_OF_LAYOUT, ScanError
 from core.datasets.datacards import parse_datacard
-from core.datasets.registration import format_registration, register_dataset
+from core.datasets.registration import register_dataset
 from core.demo.layout_families import FAMILIES
 
 

@@ -38,13 +38,19 @@ def confirmed_mask_affixes(root: Path, candidates: list[str]) -> tuple[str, ...]
                  if any(s.endswith(a) and s[: -len(a)] in stems for s in stems))
 
 
+def patients_from_sources(scan: ScanResult, root: Path) -> ScanResult:
+    from core.datasets.records.grouping import patients_from_sources as from_sources
+    return from_sources(scan, root)
+
+
 def _scan_recipe(root: Path, recipe, description: str) -> ScanResult:
     from core.datasets.records.reading import scan_with_recipe
     from core.datasets.records.recipe import Recipe, RecipeError
     try:
         if not isinstance(recipe, Recipe):
             recipe = Recipe.from_json(recipe)
-        scan = infer_patient_keys(scan_with_recipe(root, recipe, description))
+        scan = infer_patient_keys(patients_from_sources(
+            scan_with_recipe(root, recipe, description), root))
     except RecipeError as exc:
         raise ScanError(str(exc)) from exc
     reader = f"records:{scan.details['target']}"
@@ -77,7 +83,8 @@ def scan_folder(root: str | os.PathLike, description: str = "",
         if recipe is not None:
             return _scan_recipe(root_path, recipe, description)
         readings, inventory = read_all(root_path, description, declared_tasks)
-        scan = infer_patient_keys(choose(readings, root_path, interpretation))
+        scan = infer_patient_keys(patients_from_sources(
+            choose(readings, root_path, interpretation), root_path))
         scan.details["inventory"] = inventory.summary()
         skipped = links.skipped_links()
         if skipped:  # registration warns with each path (core.datasets.validation)

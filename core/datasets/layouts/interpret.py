@@ -40,6 +40,11 @@ GENERIC_CLASSES = {"images", "image", "imgs", "img", "data", "dataset", "scans",
                    "labelstr", "imagests", "labelsts", "jpegimages", "imagesets", "case"}
 LABEL_FIELD = re.compile(r"label|finding|diagnos|class|target|category|outcome|grade|dx", re.I)
 RECORDS_PRIOR = 0.0   # the records reading's prior: an agreeing reader of its own wins a tie
+SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "testing", "dev",
+               "tr", "ts", "trainval", "holdout", "eval", "evaluation"}
+# numbered pieces of a dataset: part1/part2, batch_3, images_001, shard-0003, p10/p11 (MIMIC)
+SHARD = re.compile(r"^(part|batch|shard|chunk|fold|images?|imgs?|data|dataset|volumes?|vol|disk|"
+                   r"dir|folder|zip|archive|download|set|subset|p|s)[-_ ]?\d+$", re.I)
 CLOSE = 0.05          # readings closer than this (and different) are put to the user
 LOW_COVERAGE = 0.5    # a best reading explaining less than this is put to the user too
 TASK_OF_LAYOUT = {"box_table": "detection", "image_mask_folders": "segmentation",
@@ -69,6 +74,8 @@ def _explained(scan: ScanResult, inv: Inventory) -> int:
     for s in scan.samples:
         refs = s.image if isinstance(s.image, list) else [s.image]
         used.update(str(ref).split("::")[0] for ref in refs)
+        if s.extra.get("label_path"):   # a mask the reading pairs with its image
+            used.add(str(s.extra["label_path"]))
         used.update(str(f) for f in (s.extra.get("series_files") or []))
     count = 0
     root = str(inv.root)
@@ -101,6 +108,20 @@ def _degenerate(scan: ScanResult) -> str:
     if len(scan.classes) > 10 and len(scan.samples) < 2 * len(scan.classes):
         return (f"{len(scan.classes)} classes for {len(scan.samples)} samples: one class per "
                 "case folder is not a label")
+    if all(c.lower() in SPLIT_NAMES for c in scan.classes):
+        return (f"the 'classes' {', '.join(scan.classes)} are the dataset's split (train/test), "
+                "not labels")
+    shards = [SHARD.match(c) for c in scan.classes]
+    if len(scan.classes) >= 2 and all(shards) and \
+            len({m.group(1).lower() for m in shards}) == 1:
+        return (f"the 'classes' {', '.join(scan.classes[:4])} are numbered parts, shards or "
+                "download pieces of the data, not labels")
+    images = [s.image if isinstance(s.image, str) else "" for s in scan.samples[:2000]]
+    masks = sum(kind_of(os.path.basename(i), tuple(Path(i).parent.parts)) == "segmentation"
+                for i in images if i)
+    if masks and masks >= 0.2 * len(images):
+        return (f"{masks} of its images are mask files (named or stored as masks): the reading "
+                "labels masks as if they were images")
     ids = [c for c in scan.classes if len(re.findall(r"\d", c)) >= 3]
     if len(scan.classes) >= 5 and len(ids) > 0.8 * len(scan.classes):
         return (f"{len(scan.classes)} 'classes' named like IDs ({', '.join(scan.classes[:3])}, "

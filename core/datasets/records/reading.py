@@ -27,10 +27,13 @@ def target_id(recipe: Recipe) -> str:
 
 
 def _context(root: Path):
-    images = all_images(root)
+    """(images, sources, problems, image matcher without masks, matcher of every file)."""
+    files = all_images(root)
     inv = take_inventory(root)
+    masks = {str(p) for p in inv.files("segmentation")}
+    images = [p for p in files if str(p) not in masks] or files
     sources, problems = find_sources(root, inv)
-    return images, sources, problems
+    return images, sources, problems, files
 
 
 def _mask_names(root: Path, description: str):
@@ -39,16 +42,16 @@ def _mask_names(root: Path, description: str):
 
 def read_targets(root: Path, description: str = "") -> list[ScanResult]:
     """One ScanResult per target the folder's record sources offer (none: [])."""
-    images, sources, problems = _context(root)
+    images, sources, problems, files = _context(root)
     if not images or not sources:
         return []
-    matcher = IdMatcher(images, root)
+    matcher, every = IdMatcher(images, root), IdMatcher(files, root)
     out: list[ScanResult] = []
     for source in sources:
-        for recipe in source_targets(source, images, root, matcher, description):
+        for recipe in source_targets(source, images, root, matcher, description, every):
             try:
                 scan = apply_recipe(root, recipe, source, images, matcher,
-                                    _mask_names(root, description))
+                                    _mask_names(root, description), every)
             except ScanError:
                 continue
             scan.details["target"] = target_id(recipe)
@@ -61,7 +64,7 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
 
 def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanResult:
     """The folder read by ``recipe`` (ScanError naming what does not fit)."""
-    images, sources, _problems = _context(root)
+    images, sources, _problems, files = _context(root)
     wanted = {s.strip() for s in recipe.source.split(" + ")}
     source = next((s for s in sources if s.name == recipe.source), None) or next(
         (s for s in sources if {n.strip() for n in s.name.split(" + ")} & wanted), None)
@@ -74,7 +77,7 @@ def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanR
         raise ScanError(f"the recipe names field(s) {', '.join(missing)} that {source.name} "
                         f"does not have (its fields: {', '.join(source.fields[:20])})")
     scan = apply_recipe(root, recipe, source, images, IdMatcher(images, root),
-                        _mask_names(root, description))
+                        _mask_names(root, description), IdMatcher(files, root))
     scan.details["target"] = target_id(recipe)
     return scan
 
@@ -82,7 +85,7 @@ def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanR
 def source_fields(root: Path) -> list[dict]:
     """Every source's fields with their roles (what the mapping form lists)."""
     from core.datasets.records.fields import profile
-    _images, sources, _problems = _context(root)
+    _images, sources, _problems, _files = _context(root)
     return [{"source": s.name, "kind": s.kind, "records": len(s.records),
              "fields": [i.to_json() for i in profile(s.records).values()]} for s in sources]
 

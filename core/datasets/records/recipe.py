@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
-from core.datasets.layouts.common import group_for, group_source, held_out_splits
+from core.datasets.layouts.common import (SPLITS, common_parent, group_for, group_source,
+                                         held_out_splits)
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.tables import NEGATIVES
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, ScanResult,
@@ -129,6 +130,8 @@ def _label_of(recipe: Recipe, record: dict) -> tuple[str | None, list[str] | Non
             if name and name.lower() not in NEGATIVES and name not in names:
                 names.append(name)
         return (names[0] if names else "(none)"), names, {}
+    if role == "mask":
+        return "case", None, {}
     if role == "report":
         findings = str(record.get(recipe.fields[0], "") or "").strip()
         impression = str(record.get(recipe.fields[1], "") or "").strip() \
@@ -162,9 +165,12 @@ def _dimension(paths: list[Path], fmt: str) -> str:
 
 
 def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
-                 matcher: IdMatcher | None = None, mask_names=None) -> ScanResult:
-    """The ScanResult the recipe reads from ``source`` (ScanError when it reads nothing)."""
+                 matcher: IdMatcher | None = None, mask_names=None,
+                 mask_matcher: IdMatcher | None = None) -> ScanResult:
+    """The ScanResult the recipe reads from ``source`` (ScanError when it reads nothing).
+    ``matcher`` names the images (masks left out), ``mask_matcher`` the masks (every file)."""
     matcher = matcher or IdMatcher(images, root)
+    mask_matcher = mask_matcher or matcher
     entries: dict[str, dict] = {}
     skipped, unmatched, conflicts = [], 0, 0
     for record in source.records:
@@ -178,7 +184,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
         if label is None:
             continue
         if recipe.role == "mask":
-            mask = matcher.find(record.get(recipe.fields[0], ""), False)
+            mask = mask_matcher.find(record.get(recipe.fields[0], ""), False)
             if not mask:
                 skipped.append(f"{ref}: its mask {record.get(recipe.fields[0])!r} is not in "
                                "the folder")
@@ -202,13 +208,13 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
         raise ScanError(f"the reading of {source.name} by field {recipe.image_field!r} and "
                         f"{recipe.role} {', '.join(recipe.fields)} names no image of the "
                         f"folder with a usable value; check the recipe's fields and values")
-    from core.datasets.layouts.common import SPLITS
     mapping = held_out_splits([SPLITS.get(e["split"], "") for e in entries.values()])
     samples, sources = [], []
+    base = common_parent([e["path"] for e in entries.values()], root)
     for e in entries.values():
         group, how = e["group"], f"table column {recipe.group_field!r}"
         if not group:
-            group, how = group_for(e["path"], root)
+            group, how = group_for(e["path"], base)
         sources.append(how)
         split = SPLITS.get(e["split"], "")
         samples.append(Sample(str(e["path"]), e["label"], group, mapping.get(split, split),

@@ -110,8 +110,10 @@ def _report_fields(infos: dict[str, FieldInfo]) -> list[str]:
 
 
 def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMatcher,
-                   description: str = "") -> list[Recipe]:
-    """The recipes of every target ``source`` offers (best-supported first)."""
+                   description: str = "", every: IdMatcher | None = None) -> list[Recipe]:
+    """The recipes of every target ``source`` offers (best-supported first). ``matcher``
+    names images (masks left out), ``every`` any file (masks included)."""
+    every = every or matcher
     infos = profile(source.records)
     found = image_field(source, matcher, infos)
     if found is None:
@@ -122,12 +124,13 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
     base = dict(source=source.name, image_field=image, match=match, group_field=group,
                 split_field=split)
     out: list[Recipe] = []
-    findings = [n for n, i in infos.items() if i.role == "finding" and n != image]
+    findings = [n for n, i in infos.items() if i.role == "finding" and n != image and
+                not negative_name(n)]
     blanks = len(findings) >= 3   # a one-column-per-finding table: blank = not mentioned
     for name, info in infos.items():
         if name in (image, group, split):
             continue
-        if info.role == "finding":
+        if info.role == "finding" and name in findings:
             out.append(Recipe(**base, role="finding", fields=[name], name=name,
                               values=_finding_values(name, info, blanks)))
         elif info.role == "class":
@@ -141,7 +144,7 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
             out.append(Recipe(**base, role="annotations", fields=[name], name="boxes"))
         elif info.role in ("id", "other", "study") and MASK_FIELD.search(name):
             values = [r.get(name, "") for r in source.records[:3000]]
-            rows, named, _ = _resolved(matcher, values, False)
+            rows, named, _ = _resolved(every, values, False)
             if rows >= 0.5 * info.filled and len(named) >= MIN_IMAGES:
                 out.append(Recipe(**base, role="mask", fields=[name], name=name))
     if len(findings) >= 3:
