@@ -1,7 +1,7 @@
 """Command line: register datasets, build models, list and show jobs.
 
     python -m crew register PATH --name NAME [--description TEXT] [--allow-pickle]
-                                 [--interpretation N]
+                                 [--interpretation N] [--recipe FILE]
                             [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
                          [--epochs N] [--time-budget MIN] [--operating-point RULE]
@@ -54,10 +54,17 @@ def _open(args, llm: str | None = None):
 
 def cmd_register(args) -> int:
     from core.datasets.registration import format_registration, register_dataset
+    recipe = None
+    if args.recipe:
+        from core.datasets.records.recipe import RecipeError, load_recipe
+        try:
+            recipe = load_recipe(args.recipe).to_json()
+        except RecipeError as exc:
+            raise CLIError(str(exc)) from None
     settings, store = _open(args)
     result = register_dataset(settings, store, args.path, args.name,
                               args.description or "", allow_pickle=args.allow_pickle,
-                              interpretation=args.interpretation)
+                              interpretation=args.interpretation, recipe=recipe)
     emit(args, result, None if args.json else format_registration(result))
     return 0 if result["status"] == "registered" else 1
 
@@ -247,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interpretation", type=int, default=None, metavar="N",
                    help="read the folder the N-th way listed when registration finds it can be "
                         "read in more than one way")
+    p.add_argument("--recipe", default=None, metavar="FILE",
+                   help="read the folder by this recipe (JSON: a target's 'recipe' as --json "
+                        "prints it, edited: source, image_field, role, fields, values, "
+                        "group_field, split_field)")
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("build", parents=[common], help="build a model from a request")
     p.add_argument("request")

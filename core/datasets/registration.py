@@ -88,7 +88,8 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
                      description: str = "", source: str = "registered",
                      overwrite: bool = False, allow_pickle: bool = False,
                      limits: Limits = Limits(), fields: dict | None = None,
-                     new_only: bool = False, interpretation: str | int | None = None) -> dict:
+                     new_only: bool = False, interpretation: str | int | None = None,
+                     recipe: dict | None = None) -> dict:
     """Scan, validate and (when valid) save the datacard and its validation report.
 
     ``fields`` are the user's edits of the drafted card (EDITABLE_FIELDS but description, which
@@ -101,7 +102,10 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     ``interpretation`` picks one reading of the folder (its number in the list a close call
     returns, or a reader name). When two readings are close, or the best explains under half the
     files, and none was picked, nothing is saved: the status is "needs_choice" and
-    ``interpretations`` lists the readings to choose from."""
+    ``interpretations`` lists the readings to choose from. ``recipe`` (a recipe's JSON, e.g.
+    edited by the user) reads the folder exactly as it says; the card then keeps that one
+    target. The result lists every target (``targets``: task, classes, counts, coverage,
+    grouping, split, recipe)."""
     result = {"status": "invalid", "name": name, "datacard_path": None,
               "validation_path": None, "task": None, "errors": [], "warnings": [],
               "validation": None}
@@ -112,7 +116,8 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
             result["errors"].append(str(exc).replace(" and plan again", ""))
             return result
     try:
-        scan = scan_folder(path, description, interpretation)
+        scan = scan_folder(path, description, interpretation, recipe=recipe)
+        result["targets"] = scan.details.get("targets", [])
         reading = scan.details.get("interpretation") or {}
         if reading.get("ambiguous"):
             result.update(status="needs_choice", task=scan.task,
@@ -197,7 +202,10 @@ def update_datacard(settings: Settings, store: Store, name: str, changes: dict,
         result["errors"].append("description must be text")
         return result
     try:
-        scan = scan_folder(entry.dataset_path, description, card.interpretation or None)
+        kept = [t for t in card.targets if isinstance(t, dict) and t.get("recipe")]
+        recipe = kept[0]["recipe"] if len(card.targets) == 1 and kept else None
+        scan = scan_folder(entry.dataset_path, description, card.interpretation or None,
+                           recipe=recipe)   # a card registered by its recipe keeps it
         fresh = draft_datacard(scan, card.name, description, card.source)
         data = card.to_json_dict()
         for key in ("dimension", "file_format", "label_source", "grouping_key", "classes",

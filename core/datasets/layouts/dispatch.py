@@ -57,6 +57,10 @@ def _scan_recipe(root: Path, recipe, description: str) -> ScanResult:
     scan.details["interpretation"] = {
         "reader": reader, "score": None, "coverage": None, "source": scan.details["source"],
         "ambiguous": False, "why": "", "chosen_by": "recipe"}
+    from core.datasets.layouts.interpret import Reading, _example_rows, source_of
+    from core.datasets.layouts.target_list import target_entry
+    reading = Reading(reader, scan, coverage=min(1.0, len(scan.samples) / max(1, scan.num_files)))
+    scan.details["targets"] = [target_entry(reading, str(root), _example_rows, source_of)]
     skipped = links.skipped_links()
     if skipped:
         scan.details["skipped_links"] = skipped
