@@ -43,8 +43,9 @@ RECORDS_PRIOR = 0.0   # the records reading's prior: an agreeing reader of its o
 SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "testing", "dev",
                "tr", "ts", "trainval", "holdout", "eval", "evaluation"}
 # numbered pieces of a dataset: part1/part2, batch_3, images_001, shard-0003, p10/p11 (MIMIC)
-SHARD = re.compile(r"^(part|batch|shard|chunk|fold|images?|imgs?|data|dataset|volumes?|vol|disk|"
-                   r"dir|folder|zip|archive|download|set|subset|p|s)[-_ ]?\d+$", re.I)
+SHARD = re.compile(r"^(?:.*[-_ ])?(part|batch|shard|chunk|fold|images?|imgs?|data|dataset|"
+                   r"volumes?|vol|disk|dir|folder|zip|archive|download|set|subset|p|s)"
+                   r"[-_ ]?\d+$", re.I)
 CLOSE = 0.05          # readings closer than this (and different) are put to the user
 LOW_COVERAGE = 0.5    # a best reading explaining less than this is put to the user too
 TASK_OF_LAYOUT = {"box_table": "detection", "image_mask_folders": "segmentation",
@@ -129,6 +130,17 @@ def _degenerate(scan: ScanResult) -> str:
     return ""
 
 
+def _attribute_label(scan: ScanResult, hints: Hints) -> str:
+    """Why a reading whose label column is an acquisition or demographic attribute (sex, view,
+    site, institute, scanner, dx_type) is refused, unless the description names that column."""
+    from core.datasets.records.fields import ATTRIBUTE_NAME
+    column = str(scan.details.get("label_column") or "")
+    if column and ATTRIBUTE_NAME.match(column.strip()) and not hints.mentions(column):
+        return (f"its label column {column!r} is an acquisition or demographic attribute, not "
+                "a finding; name the column in the description to learn it")
+    return ""
+
+
 def _mentioned(scan: ScanResult, hints: Hints) -> bool:
     """The description names the reading's annotation file, sheet, column or folder."""
     d = scan.details
@@ -182,7 +194,7 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
         if scan is None:
             continue
         reading = Reading(name, scan)
-        reading.refused = _degenerate(scan)
+        reading.refused = _degenerate(scan) or _attribute_label(scan, hints)
         if not reading.refused:
             _score(reading, hints, inv, 1.0 - i / len(READERS), set(declared_tasks or []))
         readings.append(reading)

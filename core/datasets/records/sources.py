@@ -262,6 +262,14 @@ def text_sources(root: Path, files: list[Path]) -> list[Source]:
             continue
         lines = text.splitlines()
         rel = path.relative_to(root).as_posix()
+        filled = [ln for ln in lines if ln.strip()]
+        if len(filled) >= 3 and sum("\t" in ln for ln in filled) >= 0.8 * len(filled):
+            records = read_delimited(path)   # a tab-separated table kept as .txt (captions)
+            if records:
+                split = split_of_name(path.name)
+                out.append(Source(rel, path, "table", [
+                    {**r, **({"__split__": split} if split else {})} for r in records]))
+                continue
         if _is_list(lines):
             split = split_of_name(path.name)
             out.append(Source(rel, path, "list", [

@@ -1,0 +1,1 @@
+"""Generality check: ten public-dataset layouts registered through the CLI (see README.md)."""
