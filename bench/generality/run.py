@@ -9,7 +9,7 @@ one fresh temporary home, reads the saved datacard and compares it with the expe
 (see README.md for what "correct" means). With ``--build`` it then asks the crew for each
 case's request (``python -m crew build REQUEST --home HOME --yes --json --epochs 1``) and
 records the status and which dataset it picked. Prints a table and writes the full results
-as JSON (default /tmp/generality.json). One case failing never stops the others.
+as JSON (default generality.json in the current folder). One case failing never stops the others.
 """
 from __future__ import annotations
 
@@ -310,7 +310,7 @@ def print_table(results: list[dict], build: bool) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated case keys")
-    ap.add_argument("--out", default="/tmp/generality.json")
+    ap.add_argument("--out", default="generality.json")
     ap.add_argument("--build", action="store_true", help="also run crew build per request")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default="", help="write the folders here (default: temp)")
