@@ -211,3 +211,13 @@ def test_a_mask_ending_the_description_names_is_read_as_a_mask(tmp_path):
     with pytest.raises(ScanError, match="suffix"):          # untold: one folder, no labels
         scan_folder(root, "Breast ultrasound frames.")
     assert confirmed_mask_affixes(root, ["_les", "_nn", "_t1"]) == ("_les",)
+
+
+def test_annotation_rows_in_txt_files_are_never_report_text(tmp_path):
+    """YOLO label files (rows of numbers, some empty) are boxes, not a report per image: the
+    folder offers detection only, so a report request cannot pick it."""
+    family = next(f for f in FAMILIES if f.key == "yolo")
+    root = family.generate(tmp_path / family.folder)
+    scan = scan_folder(root, family.description)
+    tasks = {t["task"] for t in scan.details.get("targets", [])} | {TEMPLATE_OF_LAYOUT[scan.layout]}
+    assert "report_generation" not in tasks, scan.details.get("targets")

@@ -250,6 +250,15 @@ def _is_list(lines: list[str]) -> bool:
     return len(lines) >= 2 and all(FILE_LINE.match(ln) and " " not in ln for ln in lines[:200])
 
 
+NUMBER_ROW = re.compile(r"^[\s\d.,;eE+\-]*$")
+
+
+def _is_prose(text: str) -> bool:
+    """A report or caption has words; rows of numbers (YOLO boxes, landmarks) are not text."""
+    return bool(re.search(r"[A-Za-z]{2,}", text)) and not all(
+        NUMBER_ROW.match(ln) for ln in text.splitlines())
+
+
 def text_sources(root: Path, files: list[Path]) -> list[Source]:
     """Per-file texts as one source per folder, and list files, from ``files``."""
     out, per_folder = [], {}
@@ -276,7 +285,7 @@ def text_sources(root: Path, files: list[Path]) -> list[Source]:
                 {"__item__": ln.strip(), **({"__split__": split} if split else {})}
                 for ln in lines if ln.strip()]))
             continue
-        if not text.strip():
+        if not _is_prose(text):
             continue
         per_folder.setdefault(path.parent, []).append(
             {"__file__": path.stem, "text": " ".join(text.split()), **_sections(text)})
