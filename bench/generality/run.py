@@ -1,7 +1,9 @@
 """Generality check runner.
 
-    python -m bench.generality.run [--only KEY,...] [--out FILE] [--build] [--seed N]
-                                   [--data-dir DIR] [--keep]
+    python -m bench.generality.run [--batch 1|2|all] [--only KEY,...] [--out FILE] [--build]
+                                   [--seed N] [--data-dir DIR] [--keep]
+
+``--batch`` picks the cases: 1 (default, ``cases.py``), 2 (``batch2.py``) or all twenty.
 
 Generates every case's folder in a temporary data folder, registers each through the app's
 CLI (``python -m crew register PATH --name NAME --description TEXT --home HOME --json``) in
@@ -26,6 +28,18 @@ import traceback
 from pathlib import Path
 
 from .cases import CASES, Case
+
+def cases_for(batch: str) -> list[Case]:
+    """Batch 1 (``cases.py``), batch 2 (``batch2.py``) or ``all`` of them."""
+    out: list[Case] = []
+    for b in (["1", "2"] if batch == "all" else [batch]):
+        if b == "1":
+            out += CASES
+        else:
+            from .batch2 import CASES2
+
+            out += CASES2
+    return out
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTER_TIMEOUT_S = 600
@@ -309,6 +323,8 @@ def print_table(results: list[dict], build: bool) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", default="1", choices=["1", "2", "all"],
+                    help="which ten cases: 1 (default), 2, or all twenty")
     ap.add_argument("--only", default="", help="comma-separated case keys")
     ap.add_argument("--out", default="generality.json")
     ap.add_argument("--build", action="store_true", help="also run crew build per request")
@@ -317,11 +333,13 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temp data and home folders")
     a = ap.parse_args(argv)
     keys = [k.strip() for k in a.only.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in {c.key for c in CASES}]
+    pool = cases_for(a.batch)
+    unknown = [k for k in keys if k not in {c.key for c in pool}]
     if unknown:
-        print(f"unknown case keys: {unknown}; known: {[c.key for c in CASES]}", file=sys.stderr)
+        print(f"unknown case keys for --batch {a.batch}: {unknown}; known: "
+              f"{[c.key for c in pool]}", file=sys.stderr)
         return 2
-    cases = [c for c in CASES if not keys or c.key in keys]
+    cases = [c for c in pool if not keys or c.key in keys]
     work = Path(tempfile.mkdtemp(prefix="m3b_generality_"))
     data_dir = Path(a.data_dir) if a.data_dir else work / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -348,7 +366,7 @@ def main(argv=None) -> int:
             print(f"[{c.key}] build: {r['build'].get('status')} -> {r['build'].get('dataset')}",
                   file=sys.stderr)
     print_table(results, a.build)
-    out = {"seed": a.seed, "data_dir": str(data_dir), "home": str(home),
+    out = {"batch": a.batch, "seed": a.seed, "data_dir": str(data_dir), "home": str(home),
            "python": sys.executable, "repo": str(REPO), "results": results}
     Path(a.out).write_text(json.dumps(out, indent=1, default=str))
     print(f"\nfull results: {a.out}")
