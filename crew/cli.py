@@ -5,6 +5,9 @@
                             [--home DIR] [--json]
     python -m crew build "REQUEST" [--home DIR] [--llm autopilot|MODEL] [--yes] [--json]
                          [--epochs N] [--time-budget MIN] [--operating-point RULE]
+                         [--interpretation N]
+                            a folder the request names ("... from /data/cxr") is registered
+                            (or its datacard found) and the plan uses that dataset
     python -m crew jobs [--limit N] [--home DIR] [--json]
     python -m crew show JOB [--events] [--home DIR]
     python -m crew resume JOB [--yes] [--home DIR] [--json]
@@ -30,8 +33,9 @@ import time
 from pathlib import Path
 
 from core.jobs.launcher import run_to_end
-from core.jobs.lifecycle import JobError, create_job, prepare_resume, set_approval
+from core.jobs.lifecycle import JobError, prepare_resume, set_approval
 from core.jobs.workspace import JobWorkspace
+from core.planning.request_folder import folder_note, start_request
 from core.store.db import TERMINAL_STATUSES
 from core.store.home import load_settings, open_home
 from crew.cli_output import CLIError, JsonArgumentParser, emit, run
@@ -154,12 +158,61 @@ def cmd_build(args) -> int:
                                            ("time_budget_min", args.time_budget),
                                            ("operating_point", args.operating_point))
              if value is not None}
-    try:  # with edits the plan waits for approval, so they can be applied to it
-        job_id = create_job(settings, store, args.request, settings.llm,
-                            auto_approve=args.yes and not edits)
-    except JobError as exc:
-        raise CLIError(str(exc)) from None
-    return _follow(args, settings, store, job_id, edits)
+    interpretation = args.interpretation
+    while True:  # a folder named in the request is registered first (or its card found)
+        try:  # with edits the plan waits for approval, so they can be applied to it
+            started = start_request(settings, store, args.request, settings.llm,
+                                    auto_approve=args.yes and not edits,
+                                    interpretation=interpretation)
+        except JobError as exc:
+            raise CLIError(str(exc)) from None
+        if started["status"] == "created":
+            break
+        interpretation = _choose_reading(args, started["folder"])
+        if interpretation is None:
+            return 1
+    note = folder_note(started["folder"])
+    if note:
+        print(note[:1].upper() + note[1:] + ".", file=sys.stderr)
+    return _follow(args, settings, store, started["job_id"], edits)
+
+
+def _readings_text(folder: dict) -> str:
+    lines = [f"The folder {folder['path']} can be read in more than one way (best first):"]
+    for item in folder.get("interpretations", []):
+        if item.get("refused"):
+            lines.append(f"  {item['number']}. {item['reader']}: not usable: {item['refused']}")
+            continue
+        lines.append(f"  {item['number']}. {item['task']} from {item['source']}: "
+                     f"{item['num_samples']} samples, classes "
+                     f"{', '.join(item['classes']) or '(free text / masks)'}, covers "
+                     f"{item['coverage']:.0%} of the images, patients by {item['patient_key']}")
+        lines += [f"       e.g. {row}" for row in item.get("examples", [])]
+    return "\n".join(lines)
+
+
+def _choose_reading(args, folder: dict) -> int | None:
+    """The folder the request names can be read more than one way: list the readings (stderr)
+    and ask which (a terminal), else say how to choose (--interpretation N) and stop."""
+    listing = _readings_text(folder)
+    usable = [r["number"] for r in folder.get("interpretations", []) if not r.get("refused")]
+    if args.json or not sys.stdin.isatty():
+        if args.json:
+            emit(args, {"error": folder["message"] + "; run again with --interpretation N",
+                        "kind": "needs_choice", "path": folder["path"],
+                        "interpretations": folder.get("interpretations", [])})
+        else:
+            print(listing, file=sys.stderr)
+            print(f"error: {folder['message']}; run the command again with --interpretation N "
+                  "(one of the numbers above)", file=sys.stderr)
+        return None
+    print(listing, file=sys.stderr)
+    answer = input(f"Which reading of {folder['path']}? "
+                   f"[{', '.join(map(str, usable))}; Enter cancels] ").strip()
+    if answer.isdigit() and int(answer) in usable:
+        return int(answer)
+    print("no reading chosen: nothing was registered and no job was created", file=sys.stderr)
+    return None
 
 
 def cmd_resume(args) -> int:
@@ -270,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "'youden' (default) or e.g. '95%% sensitivity', '90%% specificity'")
     p.add_argument("--time-budget", type=float, default=None, metavar="MIN",
                    help="edit the plan's time budget to MIN minutes when approving it")
+    p.add_argument("--interpretation", type=int, default=None, metavar="N",
+                   help="when the request names a folder that can be read in more than one "
+                        "way, register it read the N-th way listed")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("jobs", parents=[common], help="list jobs")
     p.add_argument("--limit", type=int, default=30)

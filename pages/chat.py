@@ -5,14 +5,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.jobs import launcher
 from core import RESEARCH_ONLY
 from core.datasets.catalog import load_catalog
 from core.jobs.workspace import JobWorkspace
-from core.jobs.lifecycle import JobError, create_job, is_finished, role_timeline
+from core.jobs.lifecycle import is_finished, role_timeline
 from core.viewing.refresh import LIVE_S, PLANNING_S, WAITING_S, chat_refresh_every
 from crew.stages import STAGES
 from pages.chat_external import ExternalExchanges, external_prompt
+from pages.chat_folder import bound_caption, choose_reading, submit
 from pages.chat_plan import plan_card, plan_edits_made, plan_table
 from pages.ui_common import (context, elapsed, fmt_duration, fmt_when, job_result, md_escape,
                              metrics_row, read_json)
@@ -30,17 +30,8 @@ st.caption("Say what you need in plain words. Four agents — Task Manager, Data
 prompt = st.chat_input(f"Describe the model you need, e.g. “{EXAMPLE}”")
 prompt = external_prompt(settings, store, prompt)  # "test this model on ...": scored here
 submit_error = ""
-if prompt is not None:
-    try:
-        new_id = create_job(settings, store, prompt, llm=settings.llm, auto_approve=False)
-    except JobError as exc:
-        submit_error = f"No job was created: {exc}."
-    else:
-        try:
-            launcher.launch_worker(settings, store, new_id)
-        except Exception as exc:  # the worker could not start: say so, don't leave it queued
-            store.update_job(new_id, status="failed", error=f"could not start the worker: {exc}")
-            submit_error = f"The job was created but its worker could not start: {exc}"
+if prompt is not None:  # a folder the request names is registered first (pages/chat_folder.py)
+    submit_error = submit(settings, store, prompt)
 
 
 # a role's mark: running spins, succeeded ✓, failed ✗ (st.status's error), and a neutral mark
@@ -133,7 +124,8 @@ def render_outcome(job: dict) -> None:
                    icon=":material/search_off:")
         if reasons:
             st.markdown(f"**Task Manager:** {md_escape(reasons)}")
-        if "Nearest: '" not in (reasons or ""):  # an LLM's own words: today's nearest dataset
+        if "Nearest: '" not in (reasons or "") and not job.get("bound_dataset"):
+            # an LLM's own words: today's nearest dataset (not for a dataset the user named)
             from core.planning.matching import rank_datacards
             nearest = rank_datacards(job.get("request") or "", [
                 (e.card, e.available) for e in load_catalog(settings)])["nearest_text"]
@@ -239,13 +231,14 @@ for job in jobs:
     exchanges.show_until(job["created_at"])
     with st.chat_message("user"):
         st.markdown(md_escape(job["request"]))
-        st.caption(f"{fmt_when(job['created_at'])} · job {job['id']}")
+        st.caption(f"{fmt_when(job['created_at'])} · job {job['id']}{bound_caption(job)}")
     with st.chat_message("assistant"):
         if is_finished(job):
             render_assistant(job)
         else:
             live_assistant(job)
 exchanges.show_until()
+choose_reading(settings, store)  # a request whose folder can be read more than one way
 
 if submit_error:
     st.error(submit_error, icon=":material/error:")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.datasets.catalog import load_catalog
 from core.jobs.gates import (GateResult, check_dataloader, check_plan, check_report,
                              check_training)
+from core.jobs.lifecycle import bound_dataset
 from core.planning.tasks import check_index
 from tools.context import JobContext
 
@@ -12,7 +13,18 @@ from tools.context import JobContext
 def plan_gate(ctx: JobContext) -> GateResult:
     def check() -> GateResult:
         known = {e.card.name: e.available for e in load_catalog(ctx.settings)}
-        return check_plan(ctx.workspace, known)
+        verdict = check_plan(ctx.workspace, known)
+        bound = bound_dataset(ctx.store.job(ctx.job_id))
+        if verdict.ok and bound:  # the request named this dataset's folder
+            plan = ctx.raw_plan()
+            if plan.get("status") == "ready" and \
+                    str(plan.get("dataset") or "").lower() != bound.lower() and \
+                    "dataset" not in (plan.get("user_edits") or {}):  # the user's own change
+                return GateResult("plan", False, [
+                    f"the request names the folder of the dataset {bound!r}, but the plan "
+                    f"uses {plan.get('dataset')!r}; plan with {bound!r} (or 'none')"],
+                    verdict.facts)
+        return verdict
     return ctx.gate("plan", check)
 
 

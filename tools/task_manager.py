@@ -1,14 +1,22 @@
 """Task Manager tools: read the datacards, rank them against the request, write plan.json
-(core.planning.plan)."""
+(core.planning.plan). A job whose request named a dataset's folder is bound to that dataset
+(core.planning.request_folder): the tools show, rank and plan with it alone."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from core.datasets.catalog import load_catalog
+from core.datasets.catalog import find_entry, load_catalog
+from core.jobs.lifecycle import bound_dataset
 from core.planning.matching import rank_datacards
-from core.planning.plan import PlanError, write_plan
+from core.planning.plan import NO_DATASET, PlanError, write_plan
+from core.planning.request_folder import rank_bound
 from tools.base import M3Tool, NoArgs
 from tools.context import ToolError
+
+
+def job_binding(ctx) -> str:
+    """The dataset the job's request named by its folder ('' when none)."""
+    return bound_dataset(ctx.store.job(ctx.job_id))
 
 
 class ListDatacards(M3Tool):
@@ -18,6 +26,7 @@ class ListDatacards(M3Tool):
     args_schema: type[BaseModel] = NoArgs
 
     def execute(self) -> dict:
+        bound = job_binding(self.ctx)
         cards = [{"name": e.card.name, "tasks": e.card.tasks, "modality": e.card.modality,
                   "anatomy": e.card.anatomy, "dimension": e.card.dimension,
                   "classes": e.card.classes[:20], "available": e.available,
@@ -25,7 +34,12 @@ class ListDatacards(M3Tool):
                                                      "num_samples", "coverage")}
                               for t in e.card.targets[:12] if isinstance(t, dict)],
                   "description": e.card.description[:400]}
-                 for e in load_catalog(self.ctx.settings)]
+                 for e in load_catalog(self.ctx.settings)
+                 if not bound or e.card.name.lower() == bound.lower()]
+        if bound:
+            return {"datacards": cards, "count": len(cards), "bound": bound,
+                    "note": f"the request names the folder of {bound!r}: plan with it (or "
+                            "'none' when it cannot serve the request)"}
         return {"datacards": cards, "count": len(cards)}
 
     def summarise(self, result: dict) -> str:
@@ -45,6 +59,14 @@ class RankDatasets(M3Tool):
     args_schema: type[BaseModel] = RankArgs
 
     def execute(self, request: str) -> dict:
+        bound = job_binding(self.ctx)
+        if bound:
+            entry = find_entry(self.ctx.settings, bound)
+            if entry is None:
+                raise ToolError(f"the dataset {bound!r} the request named by its folder is no "
+                                "longer registered; plan 'none' and say so")
+            return rank_bound(request, entry.card, entry.available,
+                              self.ctx.settings.datasets_dir)
         entries = load_catalog(self.ctx.settings)
         ranking = rank_datacards(request, [(e.card, e.available) for e in entries])
         ranking["candidates"] = ranking["candidates"][:6]
@@ -75,6 +97,10 @@ class WritePlan(M3Tool):
 
     def execute(self, dataset: str, reasons: str, task: str = "", model: str = "",
                 time_budget_s: int = 600, target: str = "") -> dict:
+        bound = job_binding(self.ctx)
+        if bound and dataset.strip().lower() not in NO_DATASET + (bound.lower(),):
+            raise ToolError(f"the request names the folder of the dataset {bound!r}: plan with "
+                            f"{bound!r}, or 'none' when it cannot serve the request")
         try:
             plan = write_plan(self.ctx.settings, self.ctx.workspace, self.ctx.request, dataset,
                               reasons, task, model, time_budget_s, target)

@@ -34,22 +34,38 @@ def new_job_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def create_job(settings: Settings, store: Store, request: str, llm: str,
-               auto_approve: bool = False) -> str:
+def check_request(request: str) -> str:
+    """The request, stripped; JobError when it is empty or too long."""
     request = (request or "").strip()
     if not request:
         raise JobError("the request is empty: say what model to build, e.g. 'classify "
                        "pneumonia versus normal chest X-rays'")
     if len(request) > 4000:
         raise JobError("the request is longer than 4000 characters; shorten it")
+    return request
+
+
+def create_job(settings: Settings, store: Store, request: str, llm: str,
+               auto_approve: bool = False, bound_dataset: str = "") -> str:
+    """Queue a job for ``request``. ``bound_dataset``: the registered dataset the request named
+    (its folder, core.planning.request_folder); the Task Manager then plans with it alone."""
+    request = check_request(request)
     job_id = new_job_id()
     ws = JobWorkspace(settings.jobs_dir / job_id).ensure()
     store.insert_job({"id": job_id, "request": request, "llm": llm, "status": "queued",
                       "stage": "", "workspace": str(ws.root), "created_at": time.time(),
                       "auto_approve": int(auto_approve), "approval": "pending",
-                      "stop_requested": 0, "error": "", "result": ""})
-    store.audit("user", "create_job", job_id, f"llm={llm}")
+                      "stop_requested": 0, "error": "", "result": "",
+                      "bound_dataset": bound_dataset or ""})
+    store.audit("user", "create_job", job_id, f"llm={llm}"
+                + (f", dataset named in the request: {bound_dataset}" if bound_dataset else ""))
     return job_id
+
+
+def bound_dataset(job: dict | None) -> str:
+    """The dataset a job's request named by its folder ('' when none): the Task Manager may
+    plan with no other (the user may still change it at approval)."""
+    return str((job or {}).get("bound_dataset") or "")
 
 
 def set_approval(store: Store, job_id: str, decision: str, actor: str = "user") -> None:

@@ -39,7 +39,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "columns": {"id": str, "request": str, "llm": str, "status": str, "stage": str,
                     "dataset": str, "task": str, "workspace": str, "created_at": float,
                     "started_at": float, "finished_at": float, "pid": int, "pid_start": str,
-                    "auto_approve": int,
+                    "auto_approve": int, "bound_dataset": str,
                     "approval": str, "stop_requested": int, "error": str, "result": str},
         "pk": "id",
     },
