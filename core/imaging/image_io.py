@@ -157,6 +157,46 @@ def _read_one(ref: str, allow_pickle: bool) -> tuple[np.ndarray, dict]:
     return _read_file(path)
 
 
+def _affine(meta: dict) -> np.ndarray | None:
+    affine = meta.get("affine")
+    if affine is None:
+        return None
+    affine = np.asarray(affine, dtype=np.float64)
+    return affine if affine.shape == (4, 4) and np.isfinite(affine).all() and \
+        abs(np.linalg.det(affine[:3, :3])) > 1e-9 else None
+
+
+def _on_grid(parts: list[tuple[np.ndarray, dict]]) -> list[np.ndarray] | None:
+    """Volumes of one exam on different grids (ADC and high b-value coarser and wider than
+    T2), each resampled (trilinear, in world coordinates from its affine) onto the first one's
+    grid; outside a volume's field of view, 0. None when a volume has no usable affine, or
+    has the first one's voxel size but another shape (cut short: not another grid)."""
+    first, meta0 = parts[0]
+    a0 = _affine(meta0)
+    if a0 is None or first.ndim != 4:
+        return None
+    from scipy.ndimage import map_coordinates
+
+    grid = np.indices(first.shape[1:], dtype=np.float64).reshape(3, -1)
+    world = a0 @ np.vstack([grid, np.ones((1, grid.shape[1]))])
+    out = [first]
+    for arr, meta in parts[1:]:
+        affine = _affine(meta)
+        if affine is None or arr.ndim != 4:
+            return None
+        if arr.shape == first.shape and np.allclose(affine, a0, atol=1e-4):
+            out.append(arr)
+            continue
+        if np.allclose(np.linalg.norm(affine[:3, :3], axis=0),
+                       np.linalg.norm(a0[:3, :3], axis=0), rtol=1e-3):
+            return None   # the same voxel size and another shape: a cut or broken file
+        coords = (np.linalg.inv(affine) @ world)[:3]
+        out.append(np.stack([map_coordinates(c.astype(np.float32), coords, order=1,
+                                             mode="constant", cval=0.0).reshape(first.shape[1:])
+                             for c in arr]))
+    return out
+
+
 def read_image(ref: Any, allow_pickle: bool = False) -> tuple[np.ndarray, dict]:
     """Read an index image reference (see the module docstring) -> (float32 array (C,
     *spatial), meta). Channel lists are stacked on the channel axis; their spatial shapes must
@@ -165,13 +205,28 @@ def read_image(ref: Any, allow_pickle: bool = False) -> tuple[np.ndarray, dict]:
     if isinstance(parsed, list):
         parts = [_read_one(r, allow_pickle) for r in parsed]
         shapes = [a.shape[1:] for a, _ in parts]
-        if len(set(shapes)) > 1:
-            raise ImageReadError("channel files have different sizes: "
-                                 + ", ".join(f"{Path(r).name} {tuple(s)}"
-                                             for r, s in zip(parsed, shapes)))
+        resampled = []
+        affines = [_affine(m) for _, m in parts]
+        moved = any(a is not None and affines[0] is not None and
+                    not np.allclose(a, affines[0], atol=1e-3) for a in affines[1:])
+        if len(set(shapes)) > 1 or moved:
+            # sequences of one exam on other grids (ADC, high b-value beside T2): resampled
+            # onto the first channel's grid in world coordinates, as MRI pipelines do
+            arrays = _on_grid(parts)
+            if arrays is None:
+                raise ImageReadError("channel files have different sizes: "
+                                     + ", ".join(f"{Path(r).name} {tuple(s)}"
+                                                 for r, s in zip(parsed, shapes))
+                                     + " and no geometry (affine) to resample them by")
+            resampled = [Path(r).name for r, s, a in zip(parsed, shapes, affines)
+                         if s != shapes[0] or a is None or not np.allclose(a, affines[0],
+                                                                           atol=1e-3)]
+            parts = [(a, m) for a, (_, m) in zip(arrays, parts)]
         arr = np.concatenate([a for a, _ in parts], axis=0)
         meta = dict(parts[0][1])
         meta["channels_from"] = len(parsed)
+        if resampled:
+            meta["resampled_channels"] = resampled
     else:
         arr, meta = _read_one(parsed, allow_pickle)
     arr = np.ascontiguousarray(arr, dtype=np.float32)

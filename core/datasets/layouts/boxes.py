@@ -14,6 +14,8 @@ Boxes with no extent (width or height <= 0) are dropped and reported in ``skippe
 """
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 from core.datasets.layouts.common import (SPLIT_COLUMNS, FileMatcher, build_result, candidate_files,
@@ -113,6 +115,45 @@ def _csv_boxes(table: Path, matcher: FileMatcher, skipped: list[str]) -> dict | 
                                              "split_column": split_col}}
 
 
+def _name_boxes(found: dict, table: Path, tables: list[Path], matcher: FileMatcher) -> None:
+    """Boxes with no class column: the class another table of the folder gives exactly the
+    images with boxes (RSNA's ``stage_2_detailed_class_info.csv`` says 'Lung Opacity' for each
+    boxed image and something else for the others) names them, instead of 'lesion'."""
+    per_image = found["images"]
+    boxed = {p for p, e in per_image.items() if e["boxes"]}
+    if not boxed or len(boxed) == len(per_image):
+        return
+    for other in tables:
+        if other == table:
+            continue
+        try:
+            columns, rows = read_table(other)
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        rows = rows[:20_000]
+        hits = {c: sum(matcher.find(r.get(c)) is not None for r in rows[:500]) for c in columns}
+        if not columns or max(hits.values()) < 0.8 * min(len(rows), 500):
+            continue
+        image_col = max(columns, key=lambda c: hits[c])
+        for column in columns:
+            if column == image_col:
+                continue
+            value_of = {}
+            for r in rows:
+                path = matcher.find(r.get(image_col))
+                if path is not None and path in per_image:
+                    value_of[path] = str(r.get(column) or "").strip()
+            values = Counter(value_of.get(p, "") for p in boxed)
+            name, count = values.most_common(1)[0]
+            others = [value_of.get(p, "") for p in per_image if p not in boxed]
+            if name and re.search(r"[A-Za-z]", name) and count >= 0.9 * len(boxed) and \
+                    others.count(name) <= 0.1 * len(others) and len(set(value_of.values())) <= 10:
+                for e in per_image.values():
+                    e["labels"] = [name for _ in e["labels"]]
+                found["details"]["class_from"] = f"{other.name} column {column!r}"
+                return
+
+
 def _is_coco(data) -> bool:
     return isinstance(data, dict) and isinstance(data.get("images"), list) and \
         isinstance(data.get("annotations"), list) and \
@@ -202,6 +243,8 @@ def scan_boxes(root: Path, images: list[Path], description: str = ""):
         skipped: list[str] = []
         found = _csv_boxes(table, matcher, skipped)
         if found:
+            if not found["details"]["label_column"]:
+                _name_boxes(found, table, candidate_files(root, (".csv",), description), matcher)
             return boxes_result(root, found, images, skipped)
     coco = []
     for path in candidate_files(root, (".json",), description):

@@ -66,26 +66,41 @@ def split_cell(value: object) -> str:
     return SPLITS.get(str(value).strip().lower(), "")
 
 
-def folder_group(path: Path, root: Path) -> str:
+def folder_group(path: Path, root: Path, shared: frozenset = frozenset()) -> str:
     """The case folder an image sits in (``train_1`` for ``train/train_1/train_1_a/x.nii.gz``),
-    skipping split and generic folder names; "" when there is none."""
+    skipping split and generic folder names and the ``shared`` ones every image sits in
+    (``radiology`` of ``data/<split>/radiology/images/``); "" when there is none."""
     try:
         parts = path.relative_to(root).parent.parts
     except ValueError:
         return ""
     for part in parts:
-        if part.lower() not in SPLITS and part.lower() not in GENERIC_DIRS:
+        if part.lower() not in SPLITS and part.lower() not in GENERIC_DIRS and \
+                part not in shared:
             return part
     return ""
 
 
-def group_for(path: Path, root: Path) -> tuple[str, str]:
+def shared_folders(paths: list[Path], root: Path) -> frozenset:
+    """Folder names every one of ``paths`` has between ``root`` and itself: never a case
+    folder, whatever split folder sits above them."""
+    common = None
+    for path in paths:
+        try:
+            parts = set(path.relative_to(root).parent.parts)
+        except ValueError:
+            continue
+        common = parts if common is None else common & parts
+    return frozenset(common or ()) if len(paths) > 1 else frozenset()
+
+
+def group_for(path: Path, root: Path, shared: frozenset = frozenset()) -> tuple[str, str]:
     """(group, source): a patient prefix of the file name, else its case folder, else the
     file itself."""
     key, matched = group_of(path)
     if matched:
         return key, "filename prefix"
-    folder = folder_group(path, root)
+    folder = folder_group(path, root, shared)
     if folder:
         prefixed, matched = group_of(Path(folder))
         return (prefixed if matched else folder), "case folder"
@@ -203,6 +218,28 @@ def load_json(path: Path):
         return None
 
 
+def _not_case_folders(samples: list) -> bool:
+    """Folders every sample shares, or that coincide with the classes or the splits, are not
+    cases (``stage_2_train_images/``, ``benign/``)."""
+    groups = {s.group for s in samples}
+    if len(samples) < 8:
+        return False
+    if len(groups) == 1:
+        return True
+    for key in ("label", "split"):
+        pairs = {(s.group, getattr(s, key)) for s in samples}
+        if len(pairs) == len(groups) == len({getattr(s, key) for s in samples}):
+            return True
+    return False
+
+
+def stem_of_ref(image) -> str:
+    first = image[0] if isinstance(image, list) else image
+    name = Path(str(first).split("::")[0]).name
+    suffix = image_suffix(name)
+    return name[: -len(suffix)] if suffix else name
+
+
 def build_result(root: Path, layout: str, task: str, samples: list, num_files: int,
                  details: dict, classes: list[str], skipped: list[str], grouping: str,
                  three_d: bool | None = None):
@@ -212,6 +249,10 @@ def build_result(root: Path, layout: str, task: str, samples: list, num_files: i
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
     if three_d is None:
         three_d = fmt in ("nifti", "nrrd", "mha")
+    if grouping == "case folder" and _not_case_folders(samples):
+        for s in samples:   # the "case folder" is one every image shares, or a class or split
+            s.group = stem_of_ref(s.image)
+        grouping = "none (one group per image)"
     counts = Counter(s.label for s in samples)
     splits = {s.split for s in samples}
     return ScanResult(

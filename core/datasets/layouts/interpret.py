@@ -27,8 +27,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.datasets.layouts.common import split_of_name
 from core.datasets.layouts.hints import Hints, read_hints
-from core.datasets.layouts.inventory import MASK_FOLDER, Inventory, kind_of, take_inventory
+from core.datasets.layouts.inventory import Inventory, is_mask_folder, kind_of, take_inventory
 from core.datasets.layouts.readers import READERS, reading_formats
 from core.datasets.layouts.types import ScanError, ScanResult, entries
 from core.datasets.layouts.target_list import distinct_targets, is_target_pair
@@ -78,6 +79,7 @@ def _explained(scan: ScanResult, inv: Inventory) -> int:
         if s.extra.get("label_path"):   # a mask the reading pairs with its image
             used.add(str(s.extra["label_path"]))
         used.update(str(f) for f in (s.extra.get("series_files") or []))
+        used.update(str(f) for f in (s.extra.get("other_files") or []))
     count = 0
     root = str(inv.root)
     for ref in used:
@@ -99,7 +101,7 @@ def _degenerate(scan: ScanResult) -> str:
     if len(scan.classes) < (1 if multi else 2):
         return (f"only one class ({', '.join(scan.classes) or 'none'}) in all; diagnosis needs "
                 "at least two classes")
-    mask_folders = [c for c in scan.classes if MASK_FOLDER.match(c)]
+    mask_folders = [c for c in scan.classes if is_mask_folder(c)]
     if scan.layout == "class_folders" and mask_folders:
         return (f"the folder {mask_folders[0]}/ holds masks, so the folders are images and "
                 "masks, not classes")
@@ -109,7 +111,7 @@ def _degenerate(scan: ScanResult) -> str:
     if len(scan.classes) > 10 and len(scan.samples) < 2 * len(scan.classes):
         return (f"{len(scan.classes)} classes for {len(scan.samples)} samples: one class per "
                 "case folder is not a label")
-    if all(c.lower() in SPLIT_NAMES for c in scan.classes):
+    if all(c.lower() in SPLIT_NAMES or split_of_name(c) for c in scan.classes):
         return (f"the 'classes' {', '.join(scan.classes)} are the dataset's split (train/test), "
                 "not labels")
     shards = [SHARD.match(c) for c in scan.classes]
@@ -148,7 +150,7 @@ def _mentioned(scan: ScanResult, hints: Hints) -> bool:
              d.get("mask_dir") and Path(d["mask_dir"]).name, d.get("annotation_dir"),
              d.get("table") and Path(str(d["table"])).name]
     names += [str(c) for c in (d.get("label_columns") or [])]
-    return any(n and hints.mentions(str(n)) for n in names)
+    return bool(d.get("described")) or any(n and hints.mentions(str(n)) for n in names)
 
 
 def _score(reading: Reading, hints: Hints, inv: Inventory, prior: float,
@@ -209,8 +211,35 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
             _score(reading, hints, inv, RECORDS_PRIOR + 0.25 * bool(label_named),
                    set(declared_tasks or []))
         readings.append(reading)
+    _same_target(readings)
     readings.sort(key=lambda r: (bool(r.refused) or r.scan is None, -r.score))
     return readings, inv
+
+
+def _label_key(scan: ScanResult) -> tuple[str, str] | None:
+    d = scan.details
+    table, column = d.get("table"), d.get("label_column")
+    return (os.path.realpath(str(table)), str(column)) if table and column else None
+
+
+def _same_target(readings: list[Reading]) -> None:
+    """A reader of its own and the records engine reading one table's one label column are
+    one target: when they take the same images the reader is kept (its details are richer);
+    when they do not (the records engine read each exam's sequences as one sample's channels),
+    the records reading is kept. The other is listed as refused, saying why."""
+    live = [r for r in readings if r.scan is not None and not r.refused]
+    records = [r for r in live if r.reader.startswith("records:")]
+    for old in (r for r in live if not r.reader.startswith("records:")):
+        key = _label_key(old.scan)
+        twin = next((r for r in records if not r.refused and key and
+                     _label_key(r.scan) == key), None)
+        if twin is None:
+            continue
+        same = len(twin.scan.samples) == len(old.scan.samples)
+        dropped, kept = (twin, old) if same else (old, twin)
+        dropped.refused = (f"reads the same table and label column as {kept.reader}"
+                           + ("" if same else f", taking {len(dropped.scan.samples)} samples "
+                              f"where it takes {len(kept.scan.samples)}"))
 
 
 def _example_rows(scan: ScanResult, root: str, count: int = 3) -> list[str]:

@@ -42,6 +42,18 @@ MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|g
                          r"segmentation_masks|annotations?_masks?)$", re.I)
 
 
+MASK_WORD = re.compile(r"^masks?$", re.I)
+
+
+def is_mask_folder(name: str) -> bool:
+    """``masks``, ``labelsTr``, ``gt`` — or a name one of whose words is mask(s)
+    (``ManualMask``, ``leftMask``, ``lung_masks``, ``Mask images``)."""
+    if MASK_FOLDER.match(name):
+        return True
+    words = re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", name)
+    return any(MASK_WORD.match(w) for w in words if w)
+
+
 def stem_of_name(name: str) -> str:
     """``x.nii.gz`` -> ``x``; ``Segmentation.seg.nrrd`` -> ``Segmentation.seg``."""
     suffix = image_suffix(name)
@@ -62,7 +74,8 @@ def kind_of(name: str, folder_parts: tuple[str, ...] = ()) -> str:
     kind = KIND_OF_SUFFIX.get(suffix, "other")
     if kind in ("image", "tiff", "volume") and (
             is_mask_stem(stem_of_name(name)) or
-            any(MASK_FOLDER.match(p) for p in folder_parts[-2:])):
+            any(MASK_FOLDER.match(p) for p in folder_parts[-2:]) or
+            bool(folder_parts) and is_mask_folder(folder_parts[-1])):
         return "segmentation"
     return kind
 

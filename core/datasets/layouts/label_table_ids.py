@@ -10,6 +10,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+VOLUME_NAME = re.compile(r"\.(?:nii|nii\.gz|nrrd|nhdr|mha|mhd|img|hdr|mnc)$", re.I)
+
 TOKEN_SPLIT = re.compile(r"[_\-\s.]+")
 MAX_TOKENS = 6           # longest token run an ID may be (``ADNI_002_S_0295``)
 
@@ -55,8 +57,8 @@ class IdMatcher:
                 head = "/".join(parts[-k:-1])
                 for form in head_forms:
                     self._add(self._exact, f"{head}/{form}" if head else form, path)
-            if len(parts) > 1:
-                folders.add(path.parent)
+            if len(parts) > 1 and not VOLUME_NAME.search(parts[-1]):
+                folders.add(path.parent)   # a folder of 2D slices is a scan; of volumes, not
         for folder in folders:
             parts = folder.relative_to(root).as_posix().lower().split("/")
             for k in range(1, len(parts) + 1):

@@ -3,7 +3,8 @@
 (or any top-level JSON with such a ``labels`` entry), the datacard description ("labels: 1 liver,
 2 spleen"), else from the values found in a few masks (``label_1``, ``label_2``, ...).
 
-May import: core.datasets.layouts.mask_files, core.datasets.layouts.common."""
+May import: core.datasets.layouts.mask_files, core.datasets.layouts.common,
+core.datasets.layouts.tables."""
 from __future__ import annotations
 
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 from core.datasets.layouts.common import load_json
 from core.datasets.layouts import links
 from core.datasets.layouts.mask_files import mask_values
+from core.datasets.layouts.tables import code_mapping
 
 
 def _names_from_mapping(data) -> list[str] | None:
@@ -82,6 +84,49 @@ def labels_from_description(description: str) -> list[str] | None:
             names = [w for w in words if w.lower() != "background"]
             if names:
                 return names
+    return None
+
+
+MASK_SENTENCE = re.compile(r"contour|mask|segment|label|delineat|annotat|outline|drawn|manual",
+                           re.I)
+LIST_ITEM = re.compile(r"^(?:the\s+)?([A-Za-z][A-Za-z\-]*(?:\s+[A-Za-z][A-Za-z\-]*){0,3})$")
+
+
+def listed_names(description: str, count: int) -> list[str] | None:
+    """The ``count`` structure names a sentence about the masks lists ("manual contours of the
+    right ventricle, myocardium and left ventricle"), in the order given; None unless exactly
+    one such list of ``count`` names is found."""
+    found = []
+    for sentence in re.split(r"(?<=[.;])\s+|\n", description or ""):
+        if not MASK_SENTENCE.search(sentence):
+            continue
+        for run in re.finditer(r"(?:[A-Za-z][\w\- ]*?,\s*)+[A-Za-z][\w\- ]*?,?\s+and\s+"
+                               r"[A-Za-z][\w\- ]*?(?=[.;:)]|$)", sentence):
+            head, _, rest = run.group(0).partition(",")
+            head = re.split(r"\b(?:of|for|are|include|including|namely)\b|:", head)[-1]
+            items = [i.strip() for i in [head, *re.split(r",|\band\b", rest)] if i.strip()]
+            names = [LIST_ITEM.match(i.strip()) for i in items]
+            if len(items) == count and all(names):
+                found.append([n.group(1) for n in names])
+    return found[0] if len(found) == 1 else None
+
+
+def _described(description: str, values: list[int]) -> tuple[list[str], dict] | None:
+    """Names of the mask values found, from the description: by code ("1 necrotic core,
+    2 edema, 4 enhancing tumour": values need not be 1..N), else a list of as many structures
+    as there are values, matched in order (said to be a guess on the card)."""
+    if not values or len(values) > 32:
+        return None
+    facts = {} if values == list(range(1, len(values) + 1)) else {"label_values": values}
+    coded = code_mapping(description, [str(v) for v in values])
+    if coded:
+        return [coded[str(v)] for v in values], {"label_source": "description (values named)",
+                                                 **facts}
+    listed = listed_names(description, len(values))
+    if listed:
+        return listed, {"label_source": "description (names in the order listed, matched to "
+                        f"mask values {', '.join(map(str, values))} in that order: check)",
+                        **facts}
     return None
 
 
@@ -168,6 +213,9 @@ def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[s
                            "label_values": values}
     if named:
         return named, {"label_source": "description"}
+    described = _described(description, values)
+    if described:
+        return described[0], {**described[1], "mask_values": values}
     facts = {"label_source": "mask values", "mask_values": values}
     if not values:
         return ["label_1"], facts

@@ -152,6 +152,12 @@ _CONNECTOR = r"['\"]?\s*(?:=>|->|→|=|:|–|—|-|\(|\bfor\b|\bis\b|\bmeans\b)\
 
 _CODE_HEAD = re.compile(r"(?<![\w.])['\"]?(?P<code>-?\d+)(?![\w.])" + _CONNECTOR, re.I)
 
+# a list in brackets with no sign between code and name: "(0 normal, 1 TB)", "(1 necrotic core,
+# 2 edema and 4 enhancing tumour)"
+_CODE_LISTED = re.compile(r"(?:(?<=\()|(?<=,\s)|(?<=;\s)|(?<=\band\s)|(?<=\bor\s))"
+                          r"(?P<code>-?\d+)\s+(?=[A-Za-z])(?!(?:for|is|means|as|to|of|in)\b)",
+                          re.I)
+
 _NAME_FIRST = re.compile(r"(?P<name>[A-Za-z][\w /'-]{0,40}?)\s*(?:\(\s*|=\s*)(?P<code>-?\d+)"
                          r"\s*\)?(?![\w.])", re.I)
 
@@ -172,7 +178,8 @@ def _clean_name(text: str) -> str:
 def _code_items(description: str) -> list[list[tuple[int, int, str, str]]]:
     """(start, end, code, name) items, in the two ways text gives them: code first
     ("0 = healthy", "0 for a healthy knee") and name first ("healthy (0)")."""
-    heads = list(_CODE_HEAD.finditer(description))
+    heads = sorted([*_CODE_HEAD.finditer(description), *_CODE_LISTED.finditer(description)],
+                   key=lambda m: m.start())
     code_first = []
     for i, head in enumerate(heads):
         stop = heads[i + 1].start() if i + 1 < len(heads) else len(description)

@@ -31,7 +31,7 @@ PATIENT_NAME = re.compile(r"patient|subject|participant|person|individual|\bpid\
 STUDY_NAME = re.compile(r"study|series|accession|exam|visit|scan_?id", re.I)
 ATTRIBUTE_NAME = re.compile(
     r"^(?:sex|gender|race|ethnicity|view|view_?position|projection|frontal/lateral|ap/pa|"
-    r"position|laterality|site|institut\w*|hospital|cent(?:er|re)|scanner|manufacturer|vendor|"
+    r"position|laterality|eye|side|site|institut\w*|hospital|cent(?:er|re)|scanner|manufacturer|vendor|"
     r"model|modality|body_?part\w*|data_?provider|provider|source|dataset|localization|"
     r"machine|device|station|protocol|dx_?type|orientation|reader|annotator|rater|fold|"
     r"batch|part|shard|chunk|width|height|depth|channels?|format|image_?type|photometric\w*)$",

@@ -13,6 +13,7 @@ from core.datasets.layouts.inventory import take_inventory
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.mask_labels import label_names
 from core.datasets.layouts.types import ScanError, ScanResult, all_images
+from core.datasets.records.names import name_sources
 from core.datasets.records.recipe import Recipe, RecipeError, apply_recipe
 from core.datasets.records.sources import Source, find_sources
 from core.datasets.records.targets import source_targets
@@ -26,14 +27,15 @@ def target_id(recipe: Recipe) -> str:
     return f"{recipe.source} :: {what}"
 
 
-def _context(root: Path):
-    """(images, sources, problems, image matcher without masks, matcher of every file)."""
+def _context(root: Path, description: str = ""):
+    """(images, sources, problems, every image file): masks are not images; the file names
+    are a source too when the description says a part of them is a label."""
     files = all_images(root)
     inv = take_inventory(root)
     masks = {str(p) for p in inv.files("segmentation")}
     images = [p for p in files if str(p) not in masks] or files
     sources, problems = find_sources(root, inv)
-    return images, sources, problems, files
+    return images, sources + name_sources(root, images, description), problems, files
 
 
 def _mask_names(root: Path, description: str):
@@ -42,7 +44,7 @@ def _mask_names(root: Path, description: str):
 
 def read_targets(root: Path, description: str = "") -> list[ScanResult]:
     """One ScanResult per target the folder's record sources offer (none: [])."""
-    images, sources, problems, files = _context(root)
+    images, sources, problems, files = _context(root, description)
     if not images or not sources:
         return []
     matcher, every = IdMatcher(images, root), IdMatcher(files, root)
@@ -64,7 +66,7 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
 
 def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanResult:
     """The folder read by ``recipe`` (ScanError naming what does not fit)."""
-    images, sources, _problems, files = _context(root)
+    images, sources, _problems, files = _context(root, description)
     wanted = {s.strip() for s in recipe.source.split(" + ")}
     source = next((s for s in sources if s.name == recipe.source), None) or next(
         (s for s in sources if {n.strip() for n in s.name.split(" + ")} & wanted), None)
@@ -82,10 +84,10 @@ def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanR
     return scan
 
 
-def source_fields(root: Path) -> list[dict]:
+def source_fields(root: Path, description: str = "") -> list[dict]:
     """Every source's fields with their roles (what the mapping form lists)."""
     from core.datasets.records.fields import profile
-    _images, sources, _problems, _files = _context(root)
+    _images, sources, _problems, _files = _context(root, description)
     return [{"source": s.name, "kind": s.kind, "records": len(s.records),
              "fields": [i.to_json() for i in profile(s.records).values()]} for s in sources]
 

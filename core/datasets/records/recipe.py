@@ -28,11 +28,12 @@ from pathlib import Path
 
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
 from core.datasets.layouts.common import (SPLITS, common_parent, group_for, group_source,
-                                         held_out_splits)
+                                          held_out_splits, shared_folders)
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.tables import NEGATIVES
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, ScanResult,
                                          image_suffix)
+from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.records.sources import Source
 
@@ -194,16 +195,33 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
             if recipe.group_field else ""
         split = str(record.get(recipe.split_field, "") or "").strip().lower() \
             if recipe.split_field else ""
-        for path in hits:
-            key = str(path)
+        for unit in channel_units(hits) if recipe.role != "mask" else hits:
+            path = unit if isinstance(unit, Path) else next(iter(sorted(unit.values())))
+            key = str(path) if isinstance(unit, Path) else \
+                "|".join(str(p) for p in sorted(unit.values()))
             if key in entries:
                 if entries[key]["label"] != label or entries[key]["labels"] != labels:
                     conflicts += 1
                     entries[key]["conflict"] = True
                 continue
             entries[key] = {"path": path, "label": label, "labels": labels, "extra": extra,
-                            "group": group, "split": split}
+                            "group": group, "split": split,
+                            "channels": None if isinstance(unit, Path) else unit}
     entries = {k: e for k, e in entries.items() if not e.get("conflict")}
+    channels, notes = choose_channels([e["channels"] for e in entries.values() if e["channels"]])
+    skipped += notes
+    for k, e in list(entries.items()):
+        if e["channels"] is not None:
+            if not all(ch in e["channels"] for ch in channels):
+                skipped.append(f"{e['path'].parent.name}/{e['path'].name}: the exam lacks "
+                               f"sequence(s) {', '.join(c for c in channels if c not in e['channels'])}"
+                               "; left out")
+                del entries[k]
+                continue
+            e["image"] = [str(e["channels"][ch]) for ch in channels]
+            others = [str(p) for ch, p in e["channels"].items() if ch not in channels]
+            if others:   # read and left out on purpose (another orientation): explained
+                e["extra"] = {**e["extra"], "other_files": others}
     if not entries:
         raise ScanError(f"the reading of {source.name} by field {recipe.image_field!r} and "
                         f"{recipe.role} {', '.join(recipe.fields)} names no image of the "
@@ -211,13 +229,15 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     mapping = held_out_splits([SPLITS.get(e["split"], "") for e in entries.values()])
     samples, sources = [], []
     base = common_parent([e["path"] for e in entries.values()], root)
+    shared = shared_folders([e["path"] for e in entries.values()], base)
     for e in entries.values():
         group, how = e["group"], f"table column {recipe.group_field!r}"
         if not group:
-            group, how = group_for(e["path"], base)
+            group, how = group_for(e["path"], base, shared)
         sources.append(how)
         split = SPLITS.get(e["split"], "")
-        samples.append(Sample(str(e["path"]), e["label"], group, mapping.get(split, split),
+        samples.append(Sample(e.get("image") or str(e["path"]), e["label"], group,
+                              mapping.get(split, split),
                               e["labels"], e["extra"]))
     if unmatched:
         skipped.append(f"{unmatched} rows of {source.name} name no image of the folder")
@@ -238,17 +258,20 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
         classes, counts = names, Counter({n: len(samples) for n in names})
     else:
         classes, counts = [], Counter()
-    first = [Path(s.image) for s in samples[:20]]
+    first = [Path(s.image[0] if isinstance(s.image, list) else s.image) for s in samples[:20]]
     suffixes = Counter(image_suffix(p.name) for p in first)
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
     splits = {s.split for s in samples}
-    listed = {s.image for s in samples}
+    listed = {p for s in samples for p in (s.image if isinstance(s.image, list) else [s.image])}
     details = {"recipe": recipe.to_json(), "source": f"{source.name} ({recipe.role} "
                f"{', '.join(recipe.fields[:3])}{' ...' if len(recipe.fields) > 3 else ''})",
                "table": str(source.path), "image_column": recipe.image_field,
                "label_column": recipe.fields[0] if recipe.role in ("class", "finding") else None,
                "label_columns": recipe.fields, "patient_column": recipe.group_field or None,
-               "split_column": recipe.split_field or None, "target_name": recipe.name}
+               "split_column": recipe.split_field or None, "target_name": recipe.name,
+               # a part of the file names the description says is the label
+               "described": source.kind == "names",
+               **({"channels": channels} if channels else {})}
     if task == "segmentation":
         details.update(mask_facts)
     skipped += [f"{p}: not named in {source.name}" for p in images

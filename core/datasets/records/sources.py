@@ -90,9 +90,18 @@ def _sniff(text: str, suffix: str) -> str:
         return best if counts[best] else ","
 
 
+def _id_shape(cell: str) -> str | None:
+    """``ROCO_00012`` -> ``A_9``: the shape of a cell holding digits (None without digits)."""
+    cell = cell.strip()
+    if not re.search(r"\d", cell):
+        return None
+    return re.sub(r"[A-Za-z]+", "A", re.sub(r"\d+", "9", cell))
+
+
 def _looks_like_header(row: list[str], body: list[list[str]]) -> bool:
-    """A first row is a header unless it looks like the rows below it (numbers where they have
-    numbers, file names where they have file names)."""
+    """A first row is a header unless it looks like the rows below it: numbers where they have
+    numbers, file names where they have file names, an id of the body's shape (``ROCO_00001``)
+    where they have ids, or a value that recurs in its column below (a header never does)."""
     if not body:
         return True
     def shape(cell: str) -> str:
@@ -104,8 +113,20 @@ def _looks_like_header(row: list[str], body: list[list[str]]) -> bool:
         return "word" if cell else "empty"
     first = [shape(c) for c in row]
     second = [shape(c) for c in body[0]]
-    return not (len(first) == len(second) and first == second and
-                any(s in ("number", "file") for s in first))
+    if len(first) == len(second) and first == second and \
+            any(s in ("number", "file") for s in first):
+        return False
+    sample = body[:200]
+    for i, cell in enumerate(row):
+        column = [r[i].strip() for r in sample if i < len(r) and r[i].strip()]
+        if not column or not cell.strip():
+            continue
+        ids = _id_shape(cell)
+        if ids and sum(_id_shape(c) == ids for c in column) >= 0.8 * len(column):
+            return False
+        if len(column) >= 5 and column.count(cell.strip()) >= 2:
+            return False
+    return True
 
 
 def read_delimited(path: Path) -> list[dict]:
@@ -324,25 +345,41 @@ def _read_file(root: Path, path: Path) -> list[Source]:
     return []
 
 
+def _split_key(name: str) -> tuple[str, str] | None:
+    """(the source's path with its split part replaced by ``*``, the split) when one part of
+    the path (the file's stem or a folder: ``valid.csv``, ``data/test/radiology/captions.txt``)
+    names a split; None otherwise."""
+    path, _, sheet = name.partition("#")
+    parts = Path(path).parts
+    for i in range(len(parts) - 1, -1, -1):
+        split = split_of_name(parts[i])
+        if split:
+            key = "/".join(parts[:i] + ("*",) + parts[i + 1:])
+            if i == len(parts) - 1:
+                key += Path(parts[i]).suffix
+            return key + (f"#{sheet}" if sheet else ""), split
+    return None
+
+
 def _merge_splits(sources: list[Source]) -> list[Source]:
-    """Sources named for a split with the same fields in one folder: one source, the split of
-    each record kept (``train.csv`` + ``valid.csv``)."""
-    groups: dict[tuple, list[Source]] = {}
+    """Sources that differ only by a split in their path, with the same fields: one source, the
+    split of each record kept (``train.csv`` + ``valid.csv``; ``train/captions.txt`` +
+    ``test/captions.txt``)."""
+    groups: dict[tuple, list[tuple[Source, str]]] = {}
     rest = []
     for s in sources:
-        split = split_of_name(Path(s.name.split("#")[0]).name)
-        if split and s.kind in ("table", "json", "jsonl") and s.records:
-            groups.setdefault((str(s.path.parent), s.kind, tuple(sorted(s.fields))),
-                              []).append(s)
+        found = _split_key(s.name)
+        if found and s.kind in ("table", "json", "jsonl") and s.records:
+            fields = tuple(sorted(f for f in s.fields if f != "__split__"))
+            groups.setdefault((found[0], s.kind, fields), []).append((s, found[1]))
         else:
             rest.append(s)
     for members in groups.values():
         records = []
-        for s in members:
-            split = split_of_name(Path(s.name.split("#")[0]).name)
+        for s, split in members:
             records += [{**r, "__split__": r.get("__split__") or split} for r in s.records]
-        name = " + ".join(s.name for s in members)
-        rest.append(Source(name, members[0].path, members[0].kind, records))
+        name = " + ".join(s.name for s, _ in members)
+        rest.append(Source(name, members[0][0].path, members[0][0].kind, records))
     return rest
 
 

@@ -130,7 +130,12 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
     for name, info in infos.items():
         if name in (image, group, split):
             continue
-        if info.role == "finding" and name in findings:
+        described = _class_values(info, description) if info.role == "finding" else {}
+        if info.role == "finding" and name in findings and any(
+                k != v for k, v in described.items()) and len(set(described.values())) >= 2:
+            # 0/1 codes the description names ("0 normal, 1 TB"): classes, not a finding
+            out.append(Recipe(**base, role="class", fields=[name], name=name, values=described))
+        elif info.role == "finding" and name in findings:
             out.append(Recipe(**base, role="finding", fields=[name], name=name,
                               values=_finding_values(name, info, blanks)))
         elif info.role == "class":

@@ -1,0 +1,146 @@
+"""Encodings public datasets use that the records reading must understand without a reader of
+their own (each folder here is invented; the generality check in bench/generality has the
+public layouts): captions in three split folders with headerless tab-separated tables, the
+sequences of one exam as channels, a label kept in a part of the file names, mask folders named
+in camel case, mask values named by the description (not 1..N, or listed in order), box rows
+whose class another table gives, and folders that every image shares never taken as cases."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.layouts.mask_labels import label_names
+from core.datasets.layouts.types import ScanError
+
+
+def _png(path: Path, value: int, size: int = 24) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(value)
+    Image.fromarray(rng.integers(0, 255, (size, size), dtype=np.uint8)).save(path)
+
+
+def _csv(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_captions_in_split_folders_are_one_source_and_no_shared_folder_is_a_case(tmp_path):
+    words = ["axial ct of the chest showing a nodule", "x-ray of the left knee, no fracture",
+             "mri of the brain with a small lesion in the white matter"]
+    k = 0
+    for split, n in (("train", 12), ("validation", 4), ("test", 4)):
+        lines, tags = [], []
+        for _ in range(n):
+            _png(tmp_path / "pack" / split / "radiology" / "images" / f"PIC_{k:05d}.jpg", k)
+            lines.append(f"PIC_{k:05d}\t {words[k % 3]}")
+            tags.append(f"PIC_{k:05d}\t{['ct', 'xray', 'mri'][k % 3]}")
+            k += 1
+        folder = tmp_path / "pack" / split / "radiology"
+        (folder / "captions.txt").write_text("\n".join(lines) + "\n")
+        (folder / "keywords.txt").write_text("\n".join(tags) + "\n")
+    scan = scan_folder(tmp_path / "pack", "")
+    report = [t for t in scan.details["targets"] if t["task"] == "report_generation"]
+    assert report and report[0]["num_samples"] == 20, scan.details["targets"]
+    assert report[0]["split"] == "kept from the dataset"
+    # the first line is data (an id of the body's shape), not a header
+    modality = [t for t in scan.details["targets"] if t["task"] == "diagnosis"]
+    assert modality and sorted(modality[0]["classes"]) == ["ct", "mri", "xray"]
+    assert report[0]["num_groups"] == 20   # radiology/images is shared: one group per image
+
+
+def _volume(path: Path, shape, spacing, value: float) -> None:
+    import SimpleITK as sitk
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = sitk.GetImageFromArray(np.full(shape, value, np.float32))
+    image.SetSpacing(spacing)
+    sitk.WriteImage(image, str(path))
+
+
+def test_the_sequences_of_one_exam_are_one_sample_with_channels(tmp_path):
+    rows = []
+    for p in range(10):
+        for s in range(1 + (p % 3 == 0)):
+            stem = f"{700 + p}_{9000 + 10 * p + s}"
+            folder = tmp_path / "mri" / f"fold{p % 2}" / str(700 + p)
+            _volume(folder / f"{stem}_t2w.mha", (6, 16, 16), (0.5, 0.5, 3.0), p)
+            _volume(folder / f"{stem}_adc.mha", (6, 8, 8), (1.0, 1.0, 3.0), p)
+            _volume(folder / f"{stem}_sag.mha", (16, 16, 6), (3.0, 0.5, 0.5), p)
+            rows.append({"patient_id": 700 + p, "study_id": 9000 + 10 * p + s,
+                         "significant": "YES" if p % 2 else "NO"})
+    _csv(tmp_path / "mri" / "labels" / "marksheet.csv", rows)
+    scan = scan_folder(tmp_path / "mri", "Prostate MRI exams; 'significant' says whether each "
+                                         "exam has significant cancer.")
+    target = next(t for t in scan.details["targets"] if "significant" in t["id"])
+    assert target["num_samples"] == len(rows) and target["coverage"] == 1.0, target
+    images = [s.image for s in scan.samples]
+    assert all(isinstance(i, list) and [Path(p).name.split("_")[-1] for p in i]
+               == ["adc.mha", "t2w.mha"] for i in images), images[:2]   # sag left out
+    assert len({s.group for s in scan.samples}) == 10
+
+
+def test_a_label_in_a_part_of_the_file_names_the_description_explains(tmp_path):
+    root = tmp_path / "tb"
+    for i in range(16):
+        _png(root / "Set" / "PNG" / f"CXRSET_{i:04d}_{i % 2}.png", i)
+        _png(root / "Set" / "ManualMask" / "leftMask" / f"CXRSET_{i:04d}_{i % 2}.png", 100 + i)
+    scan = scan_folder(root, "Screening chest X-rays. The last digit of the file name is the "
+                             "reading (0 normal, 1 tuberculosis).")
+    assert scan.task == "diagnosis" and sorted(scan.classes) == ["normal", "tuberculosis"]
+    assert len(scan.samples) == 16   # the masks under ManualMask/leftMask are not images
+    # without the description, a digit at the end of a name is never a label
+    with pytest.raises(ScanError):
+        scan_folder(root, "Screening chest X-rays.")
+
+
+def test_mask_values_named_by_the_description(tmp_path):
+    import nibabel as nib
+    masks = []
+    for i in range(3):
+        data = np.zeros((8, 8, 4), np.uint8)
+        data[1:3, 1:3, 1] = 1
+        data[4:6, 4:6, 2] = 2
+        data[6:8, 0:2, 3] = 4          # value 3 is never used (BraTS-like)
+        masks.append(tmp_path / f"case{i}_seg.nii.gz")
+        nib.save(nib.Nifti1Image(data, np.eye(4)), str(masks[-1]))
+    names, facts = label_names(tmp_path, "Glioma MRI with the tumour segmentation "
+                               "(1 necrotic core, 2 edema, 4 enhancing tumour).", masks)
+    assert names == ["necrotic core", "edema", "enhancing tumour"]
+    assert facts["label_values"] == [1, 2, 4]
+    for m in masks:                     # three values 1..3 and three structures listed
+        data = np.asarray(nib.load(str(m)).dataobj)
+        data[data == 4] = 3
+        nib.save(nib.Nifti1Image(data, np.eye(4)), str(m))
+    names, facts = label_names(tmp_path, "Cine MRI; the frames have manual contours of the "
+                               "right ventricle, myocardium and left ventricle.", masks)
+    assert names == ["right ventricle", "myocardium", "left ventricle"]
+    assert "in the order listed" in facts["label_source"]
+
+
+def test_boxes_without_a_class_column_take_the_class_another_table_gives(tmp_path):
+    root = tmp_path / "boxes"
+    boxes, info = [], []
+    for i in range(24):
+        pid = f"a{i:03d}ff"
+        _png(root / "train_images" / f"{pid}.png", i, 64)
+        sick = i % 3 == 0
+        boxes.append({"patientId": pid, "x": 10 if sick else "", "y": 12 if sick else "",
+                      "width": 20 if sick else "", "height": 18 if sick else "",
+                      "Target": int(sick)})
+        info.append({"patientId": pid, "class": "Consolidation" if sick else
+                     ("Normal" if i % 2 else "Other opacity")})
+    _csv(root / "train_labels.csv", boxes)
+    _csv(root / "class_info.csv", info)
+    for i in range(6):
+        _png(root / "test_images" / f"t{i:03d}.png", 50 + i, 64)
+    scan = scan_folder(root, "Chest X-rays; consolidations are boxed.")
+    assert scan.task == "anomaly_detection" and scan.classes == ["Consolidation"]
+    refused = {r["reader"]: r.get("refused", "") for r in scan.details["interpretations"]}
+    assert "split" in refused.get("class_folders", "split")   # train_images/test_images
