@@ -144,3 +144,28 @@ def test_boxes_without_a_class_column_take_the_class_another_table_gives(tmp_pat
     assert scan.task == "anomaly_detection" and scan.classes == ["Consolidation"]
     refused = {r["reader"]: r.get("refused", "") for r in scan.details["interpretations"]}
     assert "split" in refused.get("class_folders", "split")   # train_images/test_images
+
+
+def test_analyze_volumes_are_read_and_patient_owned_fields_are_no_patient_key(tmp_path):
+    """Analyze 7.5 pairs (.hdr + .img, OASIS-1's RAW scans) are one volume each; a table's
+    PatientSex is about the patient, never the patient key (it would put everyone in two
+    groups)."""
+    import nibabel as nib
+    from core.imaging.image_io import read_image
+
+    rows = []
+    for i in range(12):
+        data = np.full((6, 6, 4), i, np.int16)
+        folder = tmp_path / "mr" / f"SUBJ_{i:04d}_MR1"
+        folder.mkdir(parents=True)
+        nib.save(nib.AnalyzeImage(data, np.diag([1.0, 1.0, 1.25, 1.0])),
+                 str(folder / f"SUBJ_{i:04d}_MR1_mpr.hdr"))
+        rows.append({"ID": f"SUBJ_{i:04d}_MR1", "PatientSex": "F" if i % 2 else "M",
+                     "Group": "Demented" if i % 3 == 0 else "Nondemented"})
+    _csv(tmp_path / "mr" / "clinical.csv", rows)
+    arr, meta = read_image(str(tmp_path / "mr" / "SUBJ_0003_MR1" / "SUBJ_0003_MR1_mpr.hdr"))
+    assert arr.shape == (1, 6, 6, 4) and float(arr.max()) == 3.0
+    scan = scan_folder(tmp_path / "mr", "Brain MRI; Group is the diagnosis.")
+    assert scan.dimension == "3D" and len(scan.samples) == 12
+    assert sorted(scan.classes) == ["Demented", "Nondemented"]
+    assert len({s.group for s in scan.samples}) == 12, scan.group_source

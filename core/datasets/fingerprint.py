@@ -88,7 +88,7 @@ def _shape_of(path: Path | list | str, allow_pickle: bool = False) -> tuple[list
             import nibabel
             shape = list(nibabel.load(path).shape)
             return shape[:3], shape[3] if len(shape) > 3 else 1
-        if name.endswith((".nrrd", ".nhdr", ".mha", ".mhd")):
+        if name.endswith((".nrrd", ".nhdr", ".mha", ".mhd", ".hdr")):
             import SimpleITK as sitk
             reader = sitk.ImageFileReader()
             reader.SetFileName(str(path))

@@ -21,7 +21,7 @@ from core.imaging.image_io import read_image
 
 RASTER = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 NIFTI = (".nii", ".nii.gz")
-ITK = (".nrrd", ".nhdr", ".mha", ".mhd")
+ITK = (".nrrd", ".nhdr", ".mha", ".mhd", ".hdr")
 DICOM = (".dcm", ".dicom", ".ima")
 PICKLES = (".pck", ".pkl", ".pickle")
 SPACING_REL_TOL = 1e-3

@@ -16,7 +16,7 @@ RASTER_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 
-ITK_SUFFIXES = (".nrrd", ".nhdr", ".mha", ".mhd")
+ITK_SUFFIXES = (".nrrd", ".nhdr", ".mha", ".mhd", ".hdr")   # .hdr: Analyze 7.5 (+ .img)
 
 DICOM_SUFFIXES = (".dcm", ".dicom", ".ima")
 

@@ -99,7 +99,7 @@ def scan_class_folders(root_path: Path, top_dirs: list[Path], top_files: list[Pa
     grouped = sum(group_of(s.image)[1] for s in samples)
     return ScanResult(
         root=str(root_path), layout="class_folders", task="diagnosis",
-        dimension="3D" if "3D" in dims or fmt in ("nifti", "nrrd", "mha") else "2D",
+        dimension="3D" if "3D" in dims or fmt in ("nifti", "nrrd", "mha", "analyze") else "2D",
         file_format=fmt, classes=classes,
         class_counts={c: counts[c] for c in classes}, samples=samples,
         group_source="patient folder" if by_patient_folder >= len(samples) / 2 else

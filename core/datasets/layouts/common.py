@@ -218,6 +218,16 @@ def load_json(path: Path):
         return None
 
 
+def ungroup_shared_folders(scan: ScanResult) -> None:
+    """A "case folder" grouping whose folder every image shares, or that coincides with the
+    classes or the splits (``train_images/``, ``benign/``), is no grouping: one group per
+    image, said so."""
+    if scan.group_source == "case folder" and _not_case_folders(scan.samples):
+        for s in scan.samples:
+            s.group = stem_of_ref(s.image)
+        scan.group_source = "none (one group per image)"
+
+
 def _not_case_folders(samples: list) -> bool:
     """Folders every sample shares, or that coincide with the classes or the splits, are not
     cases (``stage_2_train_images/``, ``benign/``)."""
@@ -248,11 +258,7 @@ def build_result(root: Path, layout: str, task: str, samples: list, num_files: i
     suffixes = Counter(image_suffix(p.name) for p in first)
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
     if three_d is None:
-        three_d = fmt in ("nifti", "nrrd", "mha")
-    if grouping == "case folder" and _not_case_folders(samples):
-        for s in samples:   # the "case folder" is one every image shares, or a class or split
-            s.group = stem_of_ref(s.image)
-        grouping = "none (one group per image)"
+        three_d = fmt in ("nifti", "nrrd", "mha", "analyze")
     counts = Counter(s.label for s in samples)
     splits = {s.split for s in samples}
     return ScanResult(

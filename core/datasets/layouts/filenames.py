@@ -202,7 +202,7 @@ def recognise_filename_labels(root: Path, top_dirs: list[Path], top_files: list[
     classes = sorted(counts)
     suffix = Counter(image_suffix(Path(s.image).name) for s in samples).most_common(1)[0][0]
     fmt = FORMAT_OF_SUFFIX.get(suffix, suffix.lstrip("."))
-    dimension = "3D" if fmt in ("nifti", "nrrd", "mha") else "2D"
+    dimension = "3D" if fmt in ("nifti", "nrrd", "mha", "analyze") else "2D"
     if fmt in ("npy", "pt"):
         dimension = dimension_of_shape(array_shape(Path(samples[0].image))[0]) or "2D"
     splits = {s.split for s in samples}

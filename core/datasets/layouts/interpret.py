@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.datasets.layouts.common import split_of_name
+from core.datasets.layouts.common import split_of_name, ungroup_shared_folders
 from core.datasets.layouts.hints import Hints, read_hints
 from core.datasets.layouts.inventory import Inventory, is_mask_folder, kind_of, take_inventory
 from core.datasets.layouts.readers import READERS, reading_formats
@@ -195,6 +195,7 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
             continue
         if scan is None:
             continue
+        ungroup_shared_folders(scan)
         reading = Reading(name, scan)
         reading.refused = _degenerate(scan) or _attribute_label(scan, hints)
         if not reading.refused:
@@ -202,6 +203,7 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
         readings.append(reading)
     from core.datasets.records.reading import read_targets
     for scan in read_targets(root, description):
+        ungroup_shared_folders(scan)
         reading = Reading(f"records:{scan.details['target']}", scan)
         reading.refused = _degenerate(scan)
         recipe = scan.details.get("recipe") or {}

@@ -29,6 +29,7 @@ from core.imaging.refs import DICOM_SUFFIXES
 KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "image",
                   ".tif": "tiff", ".tiff": "tiff", ".nii": "volume", ".nii.gz": "volume",
                   ".nrrd": "volume", ".nhdr": "volume", ".mha": "volume", ".mhd": "volume",
+                  ".hdr": "volume",
                   ".npy": "array", ".npz": "array", ".pt": "array", ".pth": "array",
                   ".pck": "array", ".pkl": "array", ".pickle": "array",
                   ".csv": "table", ".tsv": "table", ".xlsx": "table", ".xlsm": "table",

@@ -201,7 +201,7 @@ def label_counts(entries: list[tuple]) -> Counter:
 def _dimension(paths: list[Path], fmt: str) -> str:
     if any(p.is_dir() for p in paths[:20]):
         return "3D"
-    if fmt in ("nifti", "nrrd", "mha"):
+    if fmt in ("nifti", "nrrd", "mha", "analyze"):
         return "3D"
     if fmt in ("npy", "pt", "pck", "pkl"):
         shape, _ = array_shape(paths[0])

@@ -53,7 +53,7 @@ def header_shape(path: Path) -> tuple[str, tuple[int, ...]] | None:
             from PIL import Image
             with Image.open(path) as img:
                 return "raster", (img.size[1], img.size[0])
-        if name.endswith((".nrrd", ".mha", ".mhd")):
+        if name.endswith((".nrrd", ".mha", ".mhd", ".hdr")):
             import SimpleITK as sitk
             reader = sitk.ImageFileReader()
             reader.SetFileName(str(path))

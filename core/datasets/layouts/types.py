@@ -16,10 +16,11 @@ from pathlib import Path
 from core.datasets.layouts import links
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".dcm", ".dicom",
-                  ".nii", ".nii.gz", ".nrrd", ".mha", ".mhd", ".npy", ".npz", ".pt")
+                  ".nii", ".nii.gz", ".nrrd", ".mha", ".mhd", ".hdr", ".npy", ".npz", ".pt")
 FORMAT_OF_SUFFIX = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg", ".bmp": "bmp", ".tif": "tiff",
                     ".tiff": "tiff", ".dcm": "dicom", ".dicom": "dicom", ".nii": "nifti",
                     ".nii.gz": "nifti", ".nrrd": "nrrd", ".mha": "mha", ".mhd": "mha",
+                    ".hdr": "analyze",
                     ".npy": "npy", ".npz": "npz", ".pt": "pt"}
 SPLIT_NAMES = {"train": "train", "training": "train", "val": "val", "valid": "val",
                "validation": "val", "test": "test", "testing": "test"}

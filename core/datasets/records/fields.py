@@ -30,12 +30,15 @@ PATIENT_NAME = re.compile(r"patient|subject|participant|person|individual|\bpid\
                           r"lesion_?id|case_?id|pat_?id|^case$|^ptid$|^rid$", re.I)
 STUDY_NAME = re.compile(r"study|series|accession|exam|visit|scan_?id", re.I)
 ATTRIBUTE_NAME = re.compile(
-    r"^(?:sex|gender|race|ethnicity|view|view_?position|projection|frontal/lateral|ap/pa|"
+    r"^(?:sex|gender|m/f|race|ethnicity|view|view_?position|projection|frontal/lateral|ap/pa|"
     r"position|laterality|eye|side|site|institut\w*|hospital|cent(?:er|re)|scanner|manufacturer|vendor|"
     r"model|modality|body_?part\w*|data_?provider|provider|source|dataset|localization|"
     r"machine|device|station|protocol|dx_?type|orientation|reader|annotator|rater|fold|"
     r"batch|part|shard|chunk|width|height|depth|channels?|format|image_?type|photometric\w*)$",
     re.I)
+PATIENT_OWNED = re.compile(r"^(?:patient|subject|participant|person)[_\s]?"
+                           r"(sex|gender|age|weight|size|height|birth\w*|name|position|"
+                           r"orientation|comments?|race|ethnic\w*|bmi|status)$", re.I)
 MEASURE_NAME = re.compile(r"age|score|size|volume|weight|height|bmi|year|time|days?|count|"
                           r"spacing|thickness|area|length|diameter|dose|duration|survival|"
                           r"months|pixel|width|depth|frames?|number|num_|\bn_", re.I)
@@ -122,7 +125,10 @@ def _role(name: str, values: list, n_rows: int) -> str:
             (mean_words >= 8 and mean_len >= 40):
         return "text"
     if PATIENT_NAME.search(bare):
-        return "patient"
+        owner = PATIENT_OWNED.match(bare)   # PatientSex, patient_age: about the patient
+        if owner:
+            return "measure" if MEASURE_NAME.search(owner.group(1)) else "attribute"
+        return "patient" if len(distinct) >= 3 else "attribute"
     if ATTRIBUTE_NAME.match(bare):
         return "attribute"
     numeric = all(NUMBER.match(v) for v in filled)

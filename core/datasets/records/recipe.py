@@ -157,7 +157,7 @@ def _label_of(recipe: Recipe, record: dict) -> tuple[str | None, list[str] | Non
 
 
 def _dimension(paths: list[Path], fmt: str) -> str:
-    if fmt in ("nifti", "nrrd", "mha"):
+    if fmt in ("nifti", "nrrd", "mha", "analyze"):
         return "3D"
     if fmt in ("npy", "npz", "pt") and paths:
         shape, _ = array_shape(paths[0])
