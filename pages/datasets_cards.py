@@ -1,9 +1,10 @@
-"""The Datasets page's registered datacards: pick one of the user's cards, edit it (the folder
-is re-scanned and re-validated) or delete it (never its data); and the uploaded folders whose
-draft was never saved.
+"""The Datasets page's registered datacards: pick one of the user's cards, see its targets and
+edit a target's recipe (pages/datasets_recipe.py), edit it (the folder is re-scanned and
+re-validated) or delete it (never its data); and the uploaded folders whose draft was never
+saved.
 
 Not a page itself (st.navigation in app.py lists the pages explicitly). May import: core,
-pages.ui_common, pages.datasets_common.
+pages.ui_common, pages.datasets_common, pages.datasets_recipe.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from core.datasets.uploads import remove_upload, unregistered_uploads
 from core.store.db import Store
 from pages.datasets_common import (PICKLE_HELP, PICKLE_LABEL, SOURCE_TEXT, TASK_TEXT, code,
                                    show_report)
+from pages.datasets_recipe import recipe_form
 from pages.ui_common import fmt_when, md_escape, read_json
 
 
@@ -50,6 +52,7 @@ def registered_cards(settings: Settings, store: Store, own: list[CatalogEntry],
                    f"{counts.get('samples', card.num_samples)} samples, "
                    f"{counts.get('patients', '?')} patients; "
                    f"{len(report.get('warnings') or [])} warnings.")
+    recipe_form(settings, store, entry)
     st.markdown("**Edit**")
     options = tasks_for_layout(card.label_source, card.tasks[0] if card.tasks else "")
     options += [t for t in card.tasks if t not in options]
