@@ -197,8 +197,9 @@ def recipe_form(settings: Settings, store: Store, entry: CatalogEntry) -> None:
             preview = _preview(root, json.dumps(recipe, sort_keys=True), card.description)
         _show_preview(preview)
     st.caption("Saving re-registers this card by the recipe (as `crew register --recipe`): "
-               "the card then keeps this one target. Only the datacard and its validation "
-               "report are rewritten, never the data; on an error nothing changes.")
+               "this target becomes the card's first, its other targets stay. Only the "
+               "datacard and its validation report are rewritten, never the data; on an "
+               "error nothing changes.")
     if st.button("Save recipe", key=f"{prefix}_save", type="primary",
                  icon=":material/save:", disabled=not preview.get("ok")):
         with st.spinner("Re-registering the card…"):

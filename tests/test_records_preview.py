@@ -174,8 +174,33 @@ def test_the_datasets_page_edits_a_target_recipe_and_saves_it(settings, chexpert
     assert "Saved the recipe of" in "\n".join(s.value for s in at.success)
     card = find_entry(settings, "CXP").card
     assert sorted(card.classes) == ["Female", "Male"]
-    assert [t["recipe"]["fields"] for t in card.targets] == [["Sex"]]
+    assert card.targets[0]["recipe"]["fields"] == ["Sex"] and card.targets[0]["edited"]
+    assert len(card.targets) == len(before.targets) + 1   # Sex added first, none lost
     assert next(s for s in at.selectbox if s.label == "Target to edit").value == \
         card.targets[0]["id"]
     assert _field_box(at, "Sex").value == "class" and not at.error
     assert tree_digest(chexpert) == folder
+
+
+def test_saving_an_edited_recipe_keeps_the_cards_other_targets(settings, store, chexpert,
+                                                               registered):
+    """Re-registering a card by one edited target's recipe puts that target first (marked as
+    edited, so a later edit of the card reads by it) and loses none of the others."""
+    from core.datasets.registration import update_datacard
+
+    before = find_entry(settings, "CXP").card.targets
+    cardio = registered["Cardiomegaly"]["recipe"]
+    u_ones = dict(cardio, values=dict(cardio["values"], uncertain="Cardiomegaly"))
+    result = register_dataset(settings, store, str(chexpert), "CXP", DESCRIPTION,
+                              recipe=u_ones)
+    assert result["status"] == "registered", result["errors"]
+    card = find_entry(settings, "CXP").card
+    assert card.targets[0]["edited"] and card.targets[0]["recipe"]["values"]["uncertain"] \
+        == "Cardiomegaly"
+    assert {t["id"] for t in card.targets} == {t["id"] for t in before}
+    assert card.class_counts["Cardiomegaly"] > registered["Cardiomegaly"]["class_counts"][
+        "Cardiomegaly"]
+    updated = update_datacard(settings, store, "CXP", {"description": DESCRIPTION + "."})
+    assert updated["status"] == "updated", updated["errors"]
+    again = find_entry(settings, "CXP").card
+    assert again.class_counts == card.class_counts   # still read by the edited recipe

@@ -103,8 +103,8 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     returns, or a reader name). When two readings are close, or the best explains under half the
     files, and none was picked, nothing is saved: the status is "needs_choice" and
     ``interpretations`` lists the readings to choose from. ``recipe`` (a recipe's JSON, e.g.
-    edited by the user) reads the folder exactly as it says; the card then keeps that one
-    target. The result lists every target (``targets``: task, classes, counts, coverage,
+    edited by the user) reads the folder exactly as it says; that target becomes the card's
+    first (its others are kept when the card is re-registered for the same folder). The result lists every target (``targets``: task, classes, counts, coverage,
     grouping, split, recipe)."""
     result = {"status": "invalid", "name": name, "datacard_path": None,
               "validation_path": None, "task": None, "errors": [], "warnings": [],
@@ -136,6 +136,9 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
         return result
     existing = find_entry(settings, card.name)
     replaced_builtin = bool(existing and _is_builtin(existing))
+    if recipe is not None and existing and not replaced_builtin and \
+            Path(existing.card.path).resolve() == Path(scan.root):
+        card.targets = _with_other_targets(card.targets, existing.card.targets)
     if existing and not replaced_builtin and new_only:
         result["errors"].append(f"a dataset named {existing.card.name!r} is already registered "
                                 f"(folder {existing.card.path}); choose another name, or edit "
@@ -174,6 +177,16 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     return result
 
 
+def _with_other_targets(new: list, old: list) -> list:
+    """A card re-registered by an edited recipe: the edited target first (marked, so that a
+    later edit of the card reads the folder by it again), then the card's other targets as they
+    were, none lost."""
+    edited = [{**t, "edited": True} for t in new if isinstance(t, dict)]
+    ids = {t.get("id") for t in edited}
+    return edited + [{k: v for k, v in t.items() if k != "edited"} for t in old
+                     if isinstance(t, dict) and t.get("id") not in ids]
+
+
 def update_datacard(settings: Settings, store: Store, name: str, changes: dict,
                     limits: Limits = Limits()) -> dict:
     """Edit a registered card (EDITABLE_FIELDS), re-scanning and re-validating its folder with
@@ -203,7 +216,9 @@ def update_datacard(settings: Settings, store: Store, name: str, changes: dict,
         return result
     try:
         kept = [t for t in card.targets if isinstance(t, dict) and t.get("recipe")]
-        recipe = kept[0]["recipe"] if len(card.targets) == 1 and kept else None
+        edited = [t for t in kept if t.get("edited")]
+        recipe = edited[0]["recipe"] if edited else \
+            kept[0]["recipe"] if len(card.targets) == 1 and kept else None
         scan = scan_folder(entry.dataset_path, description, card.interpretation or None,
                            recipe=recipe)   # a card registered by its recipe keeps it
         fresh = draft_datacard(scan, card.name, description, card.source)
