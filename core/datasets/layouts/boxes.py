@@ -10,7 +10,12 @@ corner format ``[x0, y0, x1, y1]`` (3D ``[x0, y0, z0, x1, y1, z1]``), pixel/voxe
   files (``train.json``, ``instances_val.json``) keep their split; an image without annotations
   is a negative.
 
-Boxes with no extent (width or height <= 0) are dropped and reported in ``skipped``.
+Boxes with no extent (width or height <= 0) are dropped and reported in ``skipped``. Boxes
+written in one cell, file names joined from a folder and a file, coded split columns
+(core.datasets.layouts.box_encodings) and centres with a diameter in world millimetres
+(core.datasets.layouts.box_world) are read too. Boxes without a class column are named by
+another table that names exactly the boxed images, else by the one finding the description
+names, else ``lesion``.
 """
 from __future__ import annotations
 
@@ -18,6 +23,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from core.datasets.layouts.box_encodings import (LABEL_COLUMNS, cell_boxes, described_finding,
+                                                 find_image)
+from core.datasets.layouts.box_world import centre_boxes
 from core.datasets.layouts.common import (SPLIT_COLUMNS, FileMatcher, build_result, candidate_files,
                                           common_parent, group_for, group_source, held_out_splits,
                                           load_json, split_cell, split_of_name)
@@ -30,7 +38,6 @@ BOX_SETS = [(("x", "y", "w", "h"), ("z", "d"), True),
             (("x0", "y0", "x1", "y1"), ("z0", "z1"), False),
             (("x1", "y1", "x2", "y2"), ("z1", "z2"), False),
             (("xmin", "ymin", "xmax", "ymax"), ("zmin", "zmax"), False)]
-LABEL_COLUMNS = ("label", "class", "finding", "category", "class_name", "label_name")
 
 
 def _corners(values: list[float], sized: bool) -> list[float]:
@@ -73,7 +80,8 @@ def _csv_boxes(table: Path, matcher: FileMatcher, skipped: list[str]) -> dict | 
     if found is None or not rows:
         return None
     box_cols, z_cols, sized = found
-    hits = {c: sum(matcher.find(r.get(c)) is not None for r in rows[:2000]) for c in columns}
+    hits = {c: sum(find_image(matcher, r.get(c)) is not None for r in rows[:2000])
+            for c in columns}
     image_col = max(columns, key=lambda c: hits[c])
     if hits[image_col] < 0.8 * min(len(rows), 2000):
         return None
@@ -84,7 +92,7 @@ def _csv_boxes(table: Path, matcher: FileMatcher, skipped: list[str]) -> dict | 
     per_image: dict[Path, dict] = {}
     unmatched = 0
     for number, row in enumerate(rows, start=2):
-        path = matcher.find(row.get(image_col))
+        path = find_image(matcher, row.get(image_col))
         if path is None:
             unmatched += 1
             continue
@@ -131,7 +139,8 @@ def _name_boxes(found: dict, table: Path, tables: list[Path], matcher: FileMatch
         except (OSError, UnicodeDecodeError, ValueError):
             continue
         rows = rows[:20_000]
-        hits = {c: sum(matcher.find(r.get(c)) is not None for r in rows[:500]) for c in columns}
+        hits = {c: sum(find_image(matcher, r.get(c)) is not None for r in rows[:500])
+                for c in columns}
         if not columns or max(hits.values()) < 0.8 * min(len(rows), 500):
             continue
         image_col = max(columns, key=lambda c: hits[c])
@@ -140,7 +149,7 @@ def _name_boxes(found: dict, table: Path, tables: list[Path], matcher: FileMatch
                 continue
             value_of = {}
             for r in rows:
-                path = matcher.find(r.get(image_col))
+                path = find_image(matcher, r.get(image_col))
                 if path is not None and path in per_image:
                     value_of[path] = str(r.get(column) or "").strip()
             values = Counter(value_of.get(p, "") for p in boxed)
@@ -152,6 +161,16 @@ def _name_boxes(found: dict, table: Path, tables: list[Path], matcher: FileMatch
                     e["labels"] = [name for _ in e["labels"]]
                 found["details"]["class_from"] = f"{other.name} column {column!r}"
                 return
+
+
+def _name_from_description(found: dict, description: str) -> None:
+    """Boxes no class column or other table names: the one finding the description names
+    ("Lung nodule CT scans" -> nodule), else they stay 'lesion'."""
+    name = described_finding(description)
+    if name and "class_from" not in found["details"]:
+        for e in found["images"].values():
+            e["labels"] = [name for _ in e["labels"]]
+        found["details"]["class_from"] = f"the description ({name!r})"
 
 
 def _is_coco(data) -> bool:
@@ -218,13 +237,19 @@ def boxes_result(root: Path, found: dict, images: list[Path], skipped: list[str]
     mapping = held_out_splits([e["split"] for e in per_image.values()])
     samples, sources = [], []
     base = common_parent(list(per_image), root)
+    keyed = found["details"].get("patient_column")
     for path, entry in sorted(per_image.items()):
         group, source = group_for(path, base)
+        if entry.get("group"):   # a patient (or scan) column of the table
+            group, source = entry["group"], f"table column {keyed!r}"
         sources.append(source)
+        extra = {"boxes": entry["boxes"], "labels": entry["labels"]}
+        if entry.get("other_files"):   # context slices of a key slice, read on purpose
+            extra["other_files"] = entry["other_files"]
         samples.append(Sample(str(path), "positive" if entry["boxes"] else "negative", group,
-                              mapping.get(entry["split"], entry["split"]),
-                              extra={"boxes": entry["boxes"], "labels": entry["labels"]}))
-    listed = set(per_image)
+                              mapping.get(entry["split"], entry["split"]), extra=extra))
+    listed = set(per_image) | {Path(f) for e in per_image.values()
+                               for f in e.get("other_files", ())}
     skipped.extend(f"{p}: not listed in {Path(found['details']['table']).name}" for p in images
                    if p not in listed)
     names = sorted({lbl for e in per_image.values() for lbl in e["labels"]})
@@ -241,10 +266,13 @@ def scan_boxes(root: Path, images: list[Path], description: str = ""):
     matcher = FileMatcher(images, root)
     for table in candidate_files(root, (".csv",), description):
         skipped: list[str] = []
-        found = _csv_boxes(table, matcher, skipped)
+        found = _csv_boxes(table, matcher, skipped) or \
+            cell_boxes(table, matcher, images, skipped) or \
+            centre_boxes(table, matcher, images, root, skipped)
         if found:
             if not found["details"]["label_column"]:
                 _name_boxes(found, table, candidate_files(root, (".csv",), description), matcher)
+                _name_from_description(found, description)
             return boxes_result(root, found, images, skipped)
     coco = []
     for path in candidate_files(root, (".json",), description):
