@@ -35,14 +35,14 @@ def _short(text: str) -> str:
 
 
 @st.cache_resource(max_entries=4, ttl=120, show_spinner=False)
-def _source(root: str, recipe_json: str):
+def _source(root: str, recipe_json: str, description: str):
     """The recipe's record source (read once per folder and source, shared, never changed)."""
-    return recipe_source(root, json.loads(recipe_json))
+    return recipe_source(root, json.loads(recipe_json), description)
 
 
 @st.cache_data(max_entries=8, ttl=120, show_spinner=False)
-def _fields(root: str, recipe_json: str) -> list[dict]:
-    return form_fields(_source(root, recipe_json), json.loads(recipe_json))
+def _fields(root: str, recipe_json: str, description: str) -> list[dict]:
+    return form_fields(_source(root, recipe_json, description), json.loads(recipe_json))
 
 
 @st.cache_data(max_entries=32, ttl=60, show_spinner=False)
@@ -159,7 +159,7 @@ def recipe_form(settings: Settings, store: Store, entry: CatalogEntry) -> None:
     root, base_json = str(entry.dataset_path), json.dumps(base, sort_keys=True)
     prefix = f"rcp_{slug}_{_short(tid)}"
     try:
-        fields = _fields(root, base_json)
+        fields = _fields(root, base_json, card.description)
     except RecipeError as exc:
         st.error(md_escape(str(exc)), icon=":material/error:")
         return
@@ -179,7 +179,7 @@ def recipe_form(settings: Settings, store: Store, entry: CatalogEntry) -> None:
         # base): an editor whose data changed under its key would rerun the page again
         sig = _short("|".join([first["role"], *first["fields"], base_json]))
         name = st.text_input("Target name", value=first["name"], key=f"{prefix}_name_{sig}")
-        rows = value_rows(_source(root, base_json), first)
+        rows = value_rows(_source(root, base_json, card.description), first)
         values = None
         if rows:
             st.caption("Value map: what each raw value reads as. Type a class name, or empty "

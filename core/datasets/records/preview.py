@@ -17,11 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 from core.datasets.layouts.dispatch import scan_folder
-from core.datasets.layouts.inventory import take_inventory
 from core.datasets.layouts.types import ScanError
 from core.datasets.records.fields import binary_value, profile, split_labels
 from core.datasets.records.recipe import ROLES, Recipe, RecipeError
-from core.datasets.records.sources import Source, find_sources
+from core.datasets.records.reading import folder_sources, named_source
+from core.datasets.records.sources import Source
 
 # the part a field plays in a recipe: "" unused, the image / group / split field, or a target
 FIELD_ROLES = {
@@ -45,15 +45,13 @@ MAX_VALUES = 200
 MAX_EXAMPLES = 12
 
 
-def recipe_source(root: str | os.PathLike, recipe: dict) -> Source:
+def recipe_source(root: str | os.PathLike, recipe: dict, description: str = "") -> Source:
     """The record source a recipe names (its records, read-only); RecipeError when the folder
     has no such source."""
     root = Path(root).expanduser().resolve()
-    sources, _problems = find_sources(root, take_inventory(root))
+    sources = folder_sources(root, description)
     name = str((recipe or {}).get("source") or "")
-    wanted = {s.strip() for s in name.split(" + ")}
-    source = next((s for s in sources if s.name == name), None) or next(
-        (s for s in sources if {n.strip() for n in s.name.split(" + ")} & wanted), None)
+    source = named_source(sources, name)
     if source is None:
         found = ", ".join(s.name for s in sources[:8]) or "none"
         raise RecipeError(f"the recipe's source {name!r} is not in {root} (sources found: "
@@ -234,7 +232,7 @@ def preview_recipe(root: str | os.PathLike, recipe: dict, description: str = "",
         message = str(exc)
         if out["recipe"] and "names no image" in message:
             try:
-                message += _hint(recipe_source(root, recipe), parsed)
+                message += _hint(recipe_source(root, recipe, description), parsed)
             except RecipeError:
                 pass
         out["error"] = message

@@ -64,12 +64,24 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
     return out
 
 
+def named_source(sources: list[Source], name: str) -> Source | None:
+    """The source a recipe names: by its name, else one sharing a file with it (a recipe
+    written before ``train.csv`` and ``test.csv`` were read as one source)."""
+    wanted = {s.strip() for s in name.split(" + ")}
+    return next((s for s in sources if s.name == name), None) or next(
+        (s for s in sources if {n.strip() for n in s.name.split(" + ")} & wanted), None)
+
+
+def folder_sources(root: Path, description: str = "") -> list[Source]:
+    """Every record source of the folder (read-only), the file names included when the
+    description says a part of them is a label."""
+    return _context(root, description)[1]
+
+
 def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanResult:
     """The folder read by ``recipe`` (ScanError naming what does not fit)."""
     images, sources, _problems, files = _context(root, description)
-    wanted = {s.strip() for s in recipe.source.split(" + ")}
-    source = next((s for s in sources if s.name == recipe.source), None) or next(
-        (s for s in sources if {n.strip() for n in s.name.split(" + ")} & wanted), None)
+    source = named_source(sources, recipe.source)
     if source is None:
         names = ", ".join(s.name for s in sources[:8]) or "none"
         raise ScanError(f"the recipe's source {recipe.source!r} is not in {root} (sources "
@@ -92,5 +104,5 @@ def source_fields(root: Path, description: str = "") -> list[dict]:
              "fields": [i.to_json() for i in profile(s.records).values()]} for s in sources]
 
 
-__all__ = ["read_targets", "scan_with_recipe", "source_fields", "target_id", "Recipe",
-           "RecipeError", "Source"]
+__all__ = ["read_targets", "scan_with_recipe", "source_fields", "target_id", "named_source",
+           "folder_sources", "Recipe", "RecipeError", "Source"]
