@@ -64,6 +64,7 @@ class Hints:
     mask_affixes: list[str] = field(default_factory=list)  # endings a mask sentence names
     same_name: bool = False
     dismissed: list[str] = field(default_factory=list)  # named as not needed / to ignore
+    text: str = ""                    # the description itself
 
     def mentions(self, name: str) -> bool:
         """The description names ``name`` (a sheet, column, file or folder) as a source."""
@@ -81,7 +82,7 @@ def _named(name: str, texts: list[str]) -> bool:
 
 def read_hints(description: str) -> Hints:
     text = (description or "").lower()
-    hints = Hints()
+    hints = Hints(text=description or "")
     for name, pattern in FORMAT_WORDS.items():
         if re.search(pattern, text):
             hints.formats.add(name)

@@ -150,7 +150,24 @@ def _mentioned(scan: ScanResult, hints: Hints) -> bool:
              d.get("mask_dir") and Path(d["mask_dir"]).name, d.get("annotation_dir"),
              d.get("table") and Path(str(d["table"])).name]
     names += [str(c) for c in (d.get("label_columns") or [])]
-    return bool(d.get("described")) or any(n and hints.mentions(str(n)) for n in names)
+    return bool(d.get("described")) or any(n and hints.mentions(str(n)) for n in names) or \
+        _column_named(scan, hints)
+
+
+def _column_named(scan: ScanResult, hints: Hints) -> bool:
+    """The description names the reading's label column itself: quoted, or unquoted when the
+    name is distinctive (see _distinctive)."""
+    d = scan.details
+    columns = [str(c) for c in [d.get("label_column"), *(d.get("label_columns") or [])] if c]
+    return any(hints.mentions(c) or _distinctive(c) and re.search(
+        r"(?<!\w)" + re.escape(c) + r"(?!\w)", hints.text) for c in columns)
+
+
+def _distinctive(column: str) -> bool:
+    """A column name the description may name without quotes: an acronym (CDR, ISUP) or an
+    identifier (case_csPCa, aclDiagnosis), never a plain word (Group, Finding)."""
+    return bool(re.fullmatch(r"[A-Z][A-Z0-9]{1,9}", column) or
+                re.search(r"[_\d]|[a-z][A-Z]", column))
 
 
 def _score(reading: Reading, hints: Hints, inv: Inventory, prior: float,
@@ -176,8 +193,9 @@ def _score(reading: Reading, hints: Hints, inv: Inventory, prior: float,
     table = scan.details.get("table")
     if table and hints.dismisses(Path(str(table)).name):
         mention = -2.0  # the description says this file is not the labels
+    column = 0.05 if mention > 0 and _column_named(scan, hints) else 0.0
     reading.score = round(0.45 * reading.coverage + 0.25 * agree + 0.1 * fmt + 0.1 * mention
-                          + 0.1 * prior, 4)
+                          + 0.1 * prior + column, 4)
 
 
 def read_all(root: Path, description: str = "", declared_tasks: list[str] | None = None

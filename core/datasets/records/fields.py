@@ -25,6 +25,7 @@ from core.datasets.layouts.common import SPLITS
 POSITIVE = {"1", "1.0", "yes", "y", "true", "t", "positive", "pos", "present", "+"}
 NEGATIVE = {"0", "0.0", "no", "n", "false", "f", "negative", "neg", "absent", "-"}
 UNCERTAIN = {"-1", "-1.0", "uncertain", "u", "?", "unknown", "na", "n/a", "nan"}
+MISSING = {"na", "n/a", "nan", "none", "null", "-", "--", "?", "."}
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:e-?\d+)?$", re.I)
 PATIENT_NAME = re.compile(r"patient|subject|participant|person|individual|\bpid\b|\bmrn\b|"
                           r"lesion_?id|case_?id|pat_?id|^case$|^ptid$|^rid$", re.I)
@@ -131,7 +132,8 @@ def _role(name: str, values: list, n_rows: int) -> str:
         return "patient" if len(distinct) >= 3 else "attribute"
     if ATTRIBUTE_NAME.match(bare):
         return "attribute"
-    numeric = all(NUMBER.match(v) for v in filled)
+    present = [v for v in filled if v.lower() not in MISSING]
+    numeric = bool(present) and all(NUMBER.match(v) for v in present)
     if numeric and COORD_NAME.match(bare):
         return "coord"
     multi = [v for v in filled if LIST_SEP.search(v) or (v.startswith("[") and v.endswith("]"))]
@@ -142,7 +144,7 @@ def _role(name: str, values: list, n_rows: int) -> str:
     if STUDY_NAME.search(bare) and not LABEL_NAME.search(bare):
         return "study"
     if numeric:
-        integers = all(re.fullmatch(r"-?\d+(?:\.0+)?", v) for v in filled)
+        integers = all(re.fullmatch(r"-?\d+(?:\.0+)?", v) for v in present)
         if MEASURE_NAME.search(bare) and not LABEL_NAME.search(bare):
             return "measure"
         if not (integers and len(distinct) <= 10):

@@ -17,7 +17,8 @@ path); the split field; then one target per field that can be one:
 * free-text fields (findings / impression / report): report generation.
 
 Continuous measures, ids, dates and acquisition or demographic attributes are never offered
-as targets (a user may still edit a recipe to use one).
+as targets (a user may still edit a recipe to use one) — except a measure of a few values the
+description names (a rating: "CDR: 0 none, 0.5 very mild, 1 mild").
 
 May import: core.datasets.layouts (label_table_ids, tables, types), core.datasets.records.
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 from core.datasets.layouts.inventory import kind_of
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.tables import NEGATIVES, code_mapping
-from core.datasets.records.fields import FieldInfo, profile
+from core.datasets.records.fields import MISSING, FieldInfo, profile
 from core.datasets.records.recipe import Recipe
 from core.datasets.records.sources import Source
 
@@ -87,10 +88,13 @@ def _group_field(infos: dict[str, FieldInfo], image: str, match: str, several: b
 
 
 def _class_values(info: FieldInfo, description: str) -> dict[str, str | None]:
-    codes = list(info.counts)
-    named = code_mapping(description, codes) if all(re.fullmatch(r"-?\d+(?:\.0+)?", c)
-                                                     for c in codes) else {}
-    return {c: named.get(str(int(float(c))), c) if named else c for c in codes}
+    """Each value's class: integer codes named from the description; missing markers (N/A,
+    nan) left out."""
+    codes = [c for c in info.counts if c.lower() not in MISSING]
+    named = code_mapping(description, codes) if codes and all(
+        re.fullmatch(r"-?\d+(?:\.0+)?", c) for c in codes) else {}
+    out = {c: named.get(str(int(float(c))), c) if named else c for c in codes}
+    return {**out, **{c: None for c in info.counts if c.lower() in MISSING}}
 
 
 def _finding_values(name: str, info: FieldInfo, blanks_negative: bool) -> dict:
@@ -143,6 +147,12 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
             if len(set(values.values())) >= 2:
                 out.append(Recipe(**base, role="class", fields=[name], name=name,
                                   values=values))
+        elif info.role == "measure" and 2 <= info.distinct <= 10 and \
+                _named_in(name, description):
+            # a rating the description names ("CDR: 0 none, 0.5 very mild, 1 mild"): classes
+            out.append(Recipe(**base, role="class", fields=[name], name=name,
+                              values={c: None if c.lower() in MISSING else c
+                                      for c in info.counts}))
         elif info.role == "labels":
             out.append(Recipe(**base, role="labels", fields=[name], name=name))
         elif info.role == "annotations":
@@ -160,6 +170,12 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
         out.append(Recipe(**base, role="report", fields=[f for f in report if f] or report,
                           name="report"))
     return out
+
+
+def _named_in(name: str, description: str) -> bool:
+    """The description names the field (``CDR``, ``'Grade'``) as a word."""
+    return len(name) >= 2 and bool(re.search(r"(?<![\w])" + re.escape(name) + r"(?![\w])",
+                                             description or "", re.I))
 
 
 def is_mask_file(path: str) -> bool:
