@@ -15,7 +15,7 @@ READ_RIGHT = {
     "nih_cxr14", "rsna_pneumonia", "luna16", "brats2021", "acdc", "montgomery_tb", "ham10000",
     "busi", "picai", "roco",
     # batch 2 (first run: 2/10)
-    "kermany_pneumonia", "aptos2019", "padchest", "deeplesion", "ct_rate",
+    "kermany_pneumonia", "aptos2019", "padchest", "deeplesion", "ct_rate", "totalsegmentator",
 }
 CASES = [c for c in cases_for("all") if c.key in READ_RIGHT]
 

@@ -16,8 +16,12 @@ formats in ml_templates/README.md). Diagnosis index (``Datapath/``):
 An external test set (a trained model scored on another dataset) is indexed by the same scan,
 unsplit: ``write_test_index``.
 
+A segmentation dataset with one binary mask file per structure gets one label map per
+indexed case, merged into ``<Datapath>/labelmaps/`` (core.datasets.label_maps); the index names
+those maps as ``label_path``.
+
 May import: core.datasets.splitting, core.datasets.split_caps, core.datasets.datacards,
-core.datasets.dicom_series, core.datasets.layouts.types.
+core.datasets.dicom_series, core.datasets.label_maps, core.datasets.layouts.types.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from core.datasets.datacards import write_json_atomic
 from core.datasets.dicom_series import write_series_manifests
+from core.datasets.label_maps import LabelMapError, write_label_maps
 from core.datasets.layouts.types import Sample, ScanResult
 from core.datasets.split_caps import SplitCaps
 from core.datasets.splitting import (IndexBuildError, SplitResult, class_counts, make_split,
@@ -133,6 +138,10 @@ def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
     split = make_split(scan, test_fraction, seed, keep_existing_split, caps)
     _check_both_sides(scan, split)
     datapath = Path(datapath)
+    maps = {}
+    if template == "segmentation":  # one mask file per structure -> one label map per case
+        merged, maps = _label_maps(split.train + split.test, scan.classes, datapath)
+        split.train, split.test = merged[:len(split.train)], merged[len(split.train):]
     values = scan.details.get("label_values")
     train = [_entry(s, template, scan.classes, values) for s in split.train]
     test = [_entry(s, template, scan.classes, values) for s in split.test]
@@ -143,7 +152,18 @@ def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
     write_json_atomic(datapath / "train.json", train)
     write_json_atomic(datapath / "test.json", test)
     write_json_atomic(datapath / "split.json", record)
-    return _summary(datapath, scan, split, record)
+    summary = _summary(datapath, scan, split, record)
+    if maps:
+        summary["label_maps"] = maps
+    return summary
+
+
+def _label_maps(samples: list[Sample], labels: list[str], datapath: Path):
+    try:
+        return write_label_maps(samples, labels, datapath)
+    except (LabelMapError, OSError) as exc:
+        raise IndexBuildError(f"the structure masks cannot be merged into label maps: {exc}. "
+                              "Each structure's mask must be on its image's grid") from exc
 
 
 def write_test_index(scan: ScanResult, datapath: str | Path, template: str) -> dict:
@@ -157,8 +177,11 @@ def write_test_index(scan: ScanResult, datapath: str | Path, template: str) -> d
     if template == "diagnosis":
         test = {sample_key(s): s.label_list() for s in scan.samples}
     else:
+        samples = scan.samples
+        if template == "segmentation":
+            samples, _ = _label_maps(samples, scan.classes, datapath)
         values = scan.details.get("label_values")
-        test = [_entry(s, template, scan.classes, values) for s in scan.samples]
+        test = [_entry(s, template, scan.classes, values) for s in samples]
     multi = any(s.labels is not None for s in scan.samples)
     record = {"method": "none: every case is a test case (external test set)",
               "grouping_key": "not used", "dataset": scan.root,

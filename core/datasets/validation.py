@@ -17,7 +17,11 @@ checked:
 Images are read by core.datasets.image_geometry (the field's libraries, falling back to the
 templates' reader, so what validates is what training can read). Nothing is written.
 
-May import: core.datasets.image_geometry, core.datasets.splitting, core.datasets.layouts.types.
+A sample with one mask file per structure (core.datasets.label_maps) has a few of its files
+decoded: each holds one foreground value at most and lies on its image's grid.
+
+May import: core.datasets.image_geometry, core.datasets.label_maps, core.datasets.splitting,
+core.datasets.layouts.types.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from pathlib import Path
 
 from core.datasets.image_geometry import (Unreadable, distinct_values, geometry_error, read_ref,
                                           ref_exists, ref_parts, sample_refs)
+from core.datasets.label_maps import check_structures, is_structure_sample, label_files
 from core.datasets.layouts import links
 from core.datasets.layouts.types import Sample, ScanResult
 from core.datasets.splitting import (NO_LABEL, IndexBuildError, preview_split, sample_key,
@@ -183,9 +188,8 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
            allow_pickle: bool) -> None:
     """Existence of every file; decoding and headers (bounded); masks against their images."""
     problems = _Collector()
-    missing = [r for s in samples for r in sample_refs(s) + ([str(s.extra["label_path"])]
-               if s.extra.get("label_path") else []) if not ref_exists(r)]
-    num_files = sum(len(sample_refs(s)) + bool(s.extra.get("label_path")) for s in samples)
+    missing = [r for s in samples for r in sample_refs(s) + label_files(s) if not ref_exists(r)]
+    num_files = sum(len(sample_refs(s)) + len(label_files(s)) for s in samples)
     if missing:
         v.errors.append(f"{len(missing)} listed files do not exist, e.g. {missing[0]}. Check the "
                         "folder is complete and readable")
@@ -215,6 +219,15 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
         if len(set(sizes)) > 1:   # volumes on other grids are resampled onto the first's
             kind = "resampled" if _resamplable([g for g in geometries if g]) else "channels"
             problems.add(kind, f"{sample_key(sample)} {[list(z) for z in sizes]}")
+        if is_structure_sample(sample):
+            if not set(label_files(sample)) & missing_set:
+                found, seen, count = check_structures(sample, scan.classes,
+                                                      geometries[0] if geometries else None)
+                for kind, where in found:
+                    problems.add(kind, f"{where} ({refs[0]})" if kind == "geometry" else where)
+                seen_values.update(seen)
+                masks += count
+            continue
         label_path = str(sample.extra.get("label_path") or "")
         if not label_path or label_path in missing_set:
             continue
@@ -240,7 +253,7 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
         if id(sample) in chosen:
             continue
         refs = [r for r in sample_refs(sample) if r not in missing_set]
-        label_path = str(sample.extra.get("label_path") or "")
+        label_path = (label_files(sample) or [""])[0]   # a structure mask: its first file
         geometry = None
         for ref in refs + ([label_path] if label_path and label_path not in missing_set else []):
             try:
@@ -270,6 +283,10 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
                         f"dataset's labels (allowed: 0 = background, {names}): "
                         f"{problems.examples('values')}. Save masks with one whole number per "
                         "label, or declare every label in labels.json")
+    if problems.count("structure_values"):
+        v.errors.append(f"{problems.count('structure_values')} structure masks hold more than "
+                        f"one foreground value: {problems.examples('structure_values')}. Each "
+                        "structure's file must be binary (0 and one value)")
     if problems.count("geometry"):
         v.errors.append(f"{problems.count('geometry')} masks do not match their image's "
                         f"geometry: {problems.examples('geometry')}. A mask must have its "

@@ -76,8 +76,9 @@ def _explained(scan: ScanResult, inv: Inventory) -> int:
     for s in scan.samples:
         refs = s.image if isinstance(s.image, list) else [s.image]
         used.update(str(ref).split("::")[0] for ref in refs)
-        if s.extra.get("label_path"):   # a mask the reading pairs with its image
-            used.add(str(s.extra["label_path"]))
+        masks = s.extra.get("label_path")   # the mask (or structure masks) of the image
+        used.update(str(m) for m in (masks if isinstance(masks, list) else [masks] if masks
+                                     else []))
         used.update(str(f) for f in (s.extra.get("series_files") or []))
         used.update(str(f) for f in (s.extra.get("other_files") or []))
     count = 0
@@ -268,7 +269,12 @@ def _example_rows(scan: ScanResult, root: str, count: int = 3) -> list[str]:
         image = s.image[0] if isinstance(s.image, list) else s.image
         rel = os.path.relpath(str(image).split("::")[0], root) + (
             "::" + str(image).split("::", 1)[1] if "::" in str(image) else "")
-        if s.extra.get("label_path"):
+        if isinstance(s.extra.get("label_path"), list):   # one mask file per structure
+            files = s.extra["label_path"]
+            what = (f"{len(files)} structure masks " +
+                    ", ".join(os.path.relpath(f, root) for f in files[:2]) +
+                    (", ..." if len(files) > 2 else ""))
+        elif s.extra.get("label_path"):
             what = "mask " + os.path.relpath(s.extra["label_path"], root)
         elif "boxes" in s.extra:
             what = f"{len(s.extra['boxes'])} box(es) {', '.join(sorted(set(s.extra['labels'])))}"

@@ -14,6 +14,7 @@ from core.datasets.layouts.class_folders import scan_class_folders
 from core.datasets.layouts.dicom import recognise_dicom_series
 from core.datasets.layouts.filenames import recognise_filename_labels
 from core.datasets.layouts.label_table import scan_label_table
+from core.datasets.layouts.mask_structures import scan_structure_masks
 from core.datasets.layouts.masks import scan_masks
 from core.datasets.layouts.reports import scan_reports
 from core.datasets.layouts.sidecars import scan_label_sidecars, scan_labelme, scan_text_reports
@@ -48,6 +49,7 @@ READERS: list = [
     ("yolo", scan_yolo),
     ("labelme", scan_labelme),
     ("masks", _with_images(scan_masks)),
+    ("structure_masks", _with_images(scan_structure_masks)),
     ("label_table", _label_table),
     ("json_sidecars", scan_label_sidecars),
     ("filename_labels", recognise_filename_labels),
