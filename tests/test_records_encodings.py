@@ -169,3 +169,27 @@ def test_analyze_volumes_are_read_and_patient_owned_fields_are_no_patient_key(tm
     assert scan.dimension == "3D" and len(scan.samples) == 12
     assert sorted(scan.classes) == ["Demented", "Nondemented"]
     assert len({s.group for s in scan.samples}) == 12, scan.group_source
+
+
+def test_known_formats_are_data_files_that_name_and_recognise_a_folder(tmp_path):
+    """Every core/datasets/formats/*.json parses; a description word and a folder's files both
+    name the format, and the card's reading says which format it stands for."""
+    from core.datasets.layouts.known_formats import (formats_named, load_formats,
+                                                      recognised)
+    formats = load_formats()
+    assert {"voc", "yolo", "coco", "msd", "nnunet", "luna16", "totalsegmentator"} <= set(formats)
+    assert all(f.get("name") and "readings" in f and "signature" in f for f in formats.values())
+    assert "yolo" in formats_named("Exported in YOLO format") and not formats_named("plain")
+    root = tmp_path / "voc"
+    for i in range(6):
+        _png(root / "JPEGImages" / f"f{i}.png", i, 48)
+        (root / "Annotations").mkdir(parents=True, exist_ok=True)
+        objects = "" if i % 3 == 0 else (
+            "<object><name>polyp</name><bndbox><xmin>4</xmin><ymin>5</ymin><xmax>20</xmax>"
+            "<ymax>22</ymax></bndbox></object>")
+        (root / "Annotations" / f"f{i}.xml").write_text(
+            f"<annotation><filename>f{i}.png</filename><size><width>48</width><height>48"
+            f"</height></size>{objects}</annotation>")
+    assert recognised(root) == ["voc"]
+    scan = scan_folder(root, "Colonoscopy frames with polyps boxed.")
+    assert [f["key"] for f in scan.details["known_formats"]] == ["voc"]

@@ -15,28 +15,15 @@ interpretation step scores readings against:
   "the outline of X.png is X_les.png"); the scan keeps those the folder confirms;
 * ``same_name``: it says annotations share the image's name.
 
-May import: the standard library only.
+May import: core.datasets.layouts.known_formats (the format files' words).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-FORMAT_WORDS = {
-    "voc": r"\bpascal\b|\bvoc\b|\bxml\b",
-    "yolo": r"\byolo\w*|\bdata\.ya?ml\b|\bnormali[sz]ed (?:centre|center)",
-    "coco": r"\bcoco\b",
-    "labelme": r"\blabelme\b",
-    "msd": r"\bdecathlon\b|\bmsd\b",
-    "nnunet": r"\bnn-?u-?net\b",
-    "bids": r"\bbids\b",
-    "slicer": r"\bslicer\b|\.seg\.nrrd\b",
-    "medmnist": r"\bmedmnist\b|\bnpz\b",
-    "dicom_seg": r"\bdicom[- ]seg\b|\bseg objects?\b",
-    "sidecar": r"\bsidecar\w*|\bsame (?:file )?name\b|\bsame stem\b|\bbeside (?:each|its|the) "
-               r"image\b|\bnext to (?:each|its|the) image\b|\bmatching (?:file )?name\b",
-    "reports": r"\breports?\b|\bfindings\b|\bimpressions?\b",
-}
+from core.datasets.layouts.known_formats import formats_named
+
 SEGMENT = r"\bsegment\w*|\bdelineat\w*|\bcontour\w*|\boutlin\w*|\bmasks?\b|\bvoxel labels?\b"
 DETECT = (r"\bbounding[- ]box\w*|\bboxes\b|\bbox\b|\bbbox\w*|\blocali[sz]\w*|\bdetection\b"
           r"|\bwhere (?:is|are)\b")
@@ -65,6 +52,7 @@ class Hints:
     same_name: bool = False
     dismissed: list[str] = field(default_factory=list)  # named as not needed / to ignore
     text: str = ""                    # the description itself
+    shown: set[str] = field(default_factory=set)   # formats the folder's files show
 
     def mentions(self, name: str) -> bool:
         """The description names ``name`` (a sheet, column, file or folder) as a source."""
@@ -83,9 +71,7 @@ def _named(name: str, texts: list[str]) -> bool:
 def read_hints(description: str) -> Hints:
     text = (description or "").lower()
     hints = Hints(text=description or "")
-    for name, pattern in FORMAT_WORDS.items():
-        if re.search(pattern, text):
-            hints.formats.add(name)
+    hints.formats = formats_named(text)   # core/datasets/formats/*.json
     found = {"segmentation": re.search(SEGMENT, text), "detection": re.search(DETECT, text),
              "report_generation": re.search(REPORT, text),
              "diagnosis": re.search(DIAGNOSE, text)}

@@ -30,6 +30,7 @@ from pathlib import Path
 from core.datasets.layouts.common import split_of_name, ungroup_shared_folders
 from core.datasets.layouts.hints import Hints, read_hints
 from core.datasets.layouts.inventory import Inventory, is_mask_folder, kind_of, take_inventory
+from core.datasets.layouts.known_formats import describe, recognised
 from core.datasets.layouts.readers import READERS, reading_formats
 from core.datasets.layouts.types import ScanError, ScanResult, entries
 from core.datasets.layouts.target_list import distinct_targets, is_target_pair
@@ -190,6 +191,9 @@ def _score(reading: Reading, hints: Hints, inv: Inventory, prior: float,
         agree = 0.0
     formats = reading_formats(reading.reader, scan)
     fmt = 1.0 if formats & hints.formats else 0.5 if not hints.formats or not formats else 0.0
+    if formats & hints.shown:   # the folder shows a known format this reading stands for
+        fmt = max(fmt, 0.75)
+        scan.details["known_formats"] = describe(sorted(formats & hints.shown))
     mention = 1.0 if _mentioned(scan, hints) else 0.0
     table = scan.details.get("table")
     if table and hints.dismisses(Path(str(table)).name):
@@ -204,6 +208,7 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
     """Every reader's reading of ``root`` (refused ones with their reason), best first."""
     inv = take_inventory(root)
     hints = read_hints(description)
+    hints.shown = set(recognised(root))
     top_dirs, top_files = entries(root)
     readings: list[Reading] = []
     for i, (name, reader) in enumerate(READERS):

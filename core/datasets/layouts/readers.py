@@ -13,6 +13,7 @@ from core.datasets.layouts.boxes import scan_boxes
 from core.datasets.layouts.class_folders import scan_class_folders
 from core.datasets.layouts.dicom import recognise_dicom_series
 from core.datasets.layouts.filenames import recognise_filename_labels
+from core.datasets.layouts.known_formats import formats_of_reading
 from core.datasets.layouts.label_table import scan_label_table
 from core.datasets.layouts.mask_structures import scan_structure_masks
 from core.datasets.layouts.masks import scan_masks
@@ -58,17 +59,5 @@ READERS: list = [
 
 
 def reading_formats(reader: str, scan: ScanResult) -> set[str]:
-    """The annotation formats (hints.FORMAT_WORDS keys) a reading stands for."""
-    d = scan.details
-    found = {"voc": {"voc"}, "yolo": {"yolo"}, "labelme": {"labelme", "sidecar"},
-             "json_sidecars": {"sidecar"}, "text_reports": {"reports", "sidecar"},
-             "report_table": {"reports"}}.get(reader, set())
-    if d.get("format") == "coco_json":
-        found.add("coco")
-    if d.get("variant") == "nnunet":
-        found |= {"nnunet", "msd"}
-    if d.get("variant") == "slicer" or str(d.get("label_source", "")).endswith(".seg.nrrd"):
-        found.add("slicer")
-    if scan.layout == "array_npz":
-        found.add("medmnist")
-    return found
+    """The known formats (core/datasets/formats/*.json) a reading stands for."""
+    return formats_of_reading(reader, scan.details, scan.layout)
