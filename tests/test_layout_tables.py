@@ -102,7 +102,7 @@ def test_xlsx_with_stems_and_a_foreign_path_prefix(tmp_path):
                           "Label": ["tb", "normal"] * 4})
     frame.to_excel(data / "labels.xlsx", index=False)
     scan = scan_folder(data)
-    assert scan.layout == "label_table" and scan.details["tables"][0].endswith("labels.xlsx")
+    assert scan.layout == "label_table" and scan.details["table"].endswith("labels.xlsx")
     assert len(scan.samples) == 8 and scan.classes == ["normal", "tb"]
     assert not scan.skipped
     index_ok(scan, tmp_path)
@@ -149,7 +149,8 @@ def test_ids_matching_file_stems_by_token_run(tmp_path):
     png(data / "mri" / "ADNI_002_S_7777_MR_MPRAGE_I7777.png")
     write_csv(data / "adni.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["id_matching"] and scan.details["image_column"] == "Image Data ID"
+    assert scan.details["recipe"]["match"] == "id"  # rows name files by an ID in the stem
+    assert scan.details["image_column"] == "Image Data ID"
     assert scan.classes == ["AD", "CN", "MCI"] and len(scan.samples) == 6
     assert scan.group_source == "table column 'Subject'"
     assert any("'I9999' names no image file" in s for s in scan.skipped)
@@ -178,10 +179,12 @@ def test_integer_codes_named_from_the_description(tmp_path):
     description = "aclDiagnosis: 0 = healthy, 1 = partial tear, 2 = complete rupture"
     scan = scan_folder(data, description)
     assert scan.classes == ["healthy", "partial tear", "complete rupture"]  # code order
-    assert scan.details["label_form"] == "codes"
+    assert scan.details["recipe"]["values"] == {"0": "healthy", "1": "partial tear",
+                                                "2": "complete rupture"}
     assert labels_of(scan)["knee4.png"] == ["partial tear"]
     plain = scan_folder(data)
-    assert plain.classes == ["0", "1", "2"] and plain.details["code_names"] == {}
+    assert plain.classes == ["0", "1", "2"]
+    assert plain.details["recipe"]["values"] == {"0": "0", "1": "1", "2": "2"}  # unnamed
     ws = JobWorkspace(tmp_path / "job").ensure()
     write_diagnosis_index(scan, ws.datapath)
     assert json.loads((ws.datapath / "label_dict.json").read_text()) == {
@@ -214,7 +217,8 @@ def test_one_hot_single_label_columns(tmp_path):
                                                   enumerate(classes)}})
     write_csv(data / "onehot.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["label_form"] == "one_hot" and not scan.details["multi_label"]
+    assert scan.details["recipe"]["role"] == "one_hot"  # one 0/1 column per class
+    assert scan.details["recipe"]["fields"] == classes
     assert scan.classes == classes and all(s.labels is None for s in scan.samples)
     assert labels_of(scan)["b5.png"] == ["notumor"]
     index_ok(scan, tmp_path)
@@ -232,7 +236,8 @@ def test_one_hot_multi_label_columns_with_a_negative_column(tmp_path):
                      "No Finding": none})
     write_csv(data / "train.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["label_form"] == "one_hot_multi" and scan.details["multi_label"]
+    assert scan.details["recipe"]["role"] == "findings"  # one 0/1 column per finding
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
     assert scan.classes == ["Effusion", "Nodule"]  # "No Finding" is the negative, not a class
     got = labels_of(scan)
     assert got["cxr1.png"] == ["Effusion", "Nodule"] and got["cxr2.png"] == []
@@ -252,7 +257,8 @@ def test_multi_label_cells_with_no_finding(tmp_path):
     write_csv(data / "Data_Entry.csv", rows)  # the csv module quotes "Effusion,Nodule"
     assert '"Effusion,Nodule"' in (data / "Data_Entry.csv").read_text()
     scan = scan_folder(data)
-    assert scan.details["multi_label"] and scan.details["label_form"] == "multi_label_cells"
+    assert scan.details["recipe"]["role"] == "labels"  # several labels per cell
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
     assert scan.classes == ["Effusion", "Mass", "Nodule"]
     got = labels_of(scan)
     assert got["00002_000.png"] == ["Effusion", "Nodule"] and got["00001_000.png"] == []
@@ -286,7 +292,7 @@ def test_separate_train_and_test_tables_keep_their_split(tmp_path):
             rows.append({"id": f"{split}_{i}", "diagnosis": "covid" if i % 2 else "normal"})
         write_csv(data / f"{split}.csv", rows)
     scan = scan_folder(data)
-    assert sorted(Path(t).name for t in scan.details["tables"]) == ["test.csv", "train.csv"]
+    assert sorted(scan.details["recipe"]["source"].split(" + ")) == ["test.csv", "train.csv"]
     assert scan.existing_split and len(scan.samples) == 12
     assert {s.split for s in scan.samples if Path(s.image).name.startswith("test")} == {"test"}
     summary = index_ok(scan, tmp_path)
@@ -425,7 +431,8 @@ def test_chexpert_like_tables(tmp_path):
                              "Frontal/Lateral": "Frontal", "AP/PA": "AP", **flags})
         write_csv(data / f"{split}.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["label_form"] == "one_hot_multi"
+    assert scan.details["recipe"]["role"] == "findings"
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
     assert scan.classes == ["Cardiomegaly", "Edema", "Pleural Effusion"]
     assert len(scan.samples) == 18 and not scan.skipped
     assert scan.group_source == "case folder"
@@ -445,7 +452,8 @@ def test_json_mapping_to_label_lists_is_multi_label(tmp_path):
                                    ["normal"]][i % 4]
     (data / "annotations.json").write_text(json.dumps(mapping))
     scan = scan_folder(data)
-    assert scan.details["multi_label"] and scan.classes == ["calcification", "mass"]
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
+    assert scan.classes == ["calcification", "mass"]
     assert labels_of(scan)["3.png"] == [] and labels_of(scan)["2.png"] == ["mass",
                                                                             "calcification"]
     index_ok(scan, tmp_path)

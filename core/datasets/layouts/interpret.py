@@ -41,6 +41,7 @@ GENERIC_CLASSES = {"images", "image", "imgs", "img", "data", "dataset", "scans",
                    "labelstr", "imagests", "labelsts", "jpegimages", "imagesets", "case"}
 LABEL_FIELD = re.compile(r"label|finding|diagnos|class|target|category|outcome|grade|dx", re.I)
 RECORDS_PRIOR = 0.0   # the records reading's prior: an agreeing reader of its own wins a tie
+PREFERRED_PRIOR = 0.3  # the label a reader would pick of a label table (records "preferred")
 SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "testing", "dev",
                "tr", "ts", "trainval", "holdout", "eval", "evaluation"}
 # numbered pieces of a dataset: part1/part2, batch_3, images_001, shard-0003, p10/p11 (MIMIC)
@@ -207,11 +208,12 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
         reading = Reading(f"records:{scan.details['target']}", scan)
         reading.refused = _degenerate(scan)
         recipe = scan.details.get("recipe") or {}
-        label_named = recipe.get("role") in ("findings", "labels") or (
+        label_named = recipe.get("role") in ("findings", "labels", "one_hot") or (
             recipe.get("role") == "class" and LABEL_FIELD.search(str(recipe.get("name"))))
+        prior = PREFERRED_PRIOR if scan.details.get("preferred") else \
+            RECORDS_PRIOR + 0.25 * bool(label_named)
         if not reading.refused:
-            _score(reading, hints, inv, RECORDS_PRIOR + 0.25 * bool(label_named),
-                   set(declared_tasks or []))
+            _score(reading, hints, inv, prior, set(declared_tasks or []))
         readings.append(reading)
     _same_target(readings)
     readings.sort(key=lambda r: (bool(r.refused) or r.scan is None, -r.score))

@@ -48,7 +48,7 @@ READERS: list = [
     ("yolo", scan_yolo),
     ("labelme", scan_labelme),
     ("masks", _with_images(scan_masks)),
-    ("label_table", _label_table),
+    # ("label_table", _label_table),
     ("json_sidecars", scan_label_sidecars),
     ("filename_labels", recognise_filename_labels),
     ("class_folders", scan_class_folders),

@@ -1,6 +1,9 @@
 """The records reading of a dataset folder: its record sources, their targets, each target
 applied (one ScanResult per target, its recipe in ``details["recipe"]``), or one recipe the
-user gave applied as it is.
+user gave applied as it is. Of a label table's diagnosis targets, the one a reader would pick
+(core.datasets.records.targets' reading order) is marked ``details["preferred"]`` — and
+``details["described"]`` when the description names its field as the label — for the
+interpretation step's scoring.
 
 May import: core.datasets.layouts (types, inventory, label_table_ids, mask_labels),
 core.datasets.records.
@@ -16,9 +19,10 @@ from core.datasets.layouts.types import ScanError, ScanResult, all_images
 from core.datasets.records.names import name_sources
 from core.datasets.records.recipe import Recipe, RecipeError, apply_recipe
 from core.datasets.records.sources import Source, find_sources
-from core.datasets.records.targets import source_targets
+from core.datasets.records.targets import described_field, source_targets
 
 MAX_TARGETS = 40
+TABLE_KINDS = ("table", "json", "jsonl")   # label tables: one of their targets is preferred
 
 
 def target_id(recipe: Recipe) -> str:
@@ -50,7 +54,9 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
     matcher, every = IdMatcher(images, root), IdMatcher(files, root)
     out: list[ScanResult] = []
     for source in sources:
-        for recipe in source_targets(source, images, root, matcher, description, every):
+        recipes = source_targets(source, images, root, matcher, description, every)
+        described, chosen = described_field(recipes, description), False
+        for recipe in recipes:
             try:
                 scan = apply_recipe(root, recipe, source, images, matcher,
                                     _mask_names(root, description), every)
@@ -58,6 +64,10 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
                 continue
             scan.details["target"] = target_id(recipe)
             scan.details["source_problems"] = problems[:10]
+            if recipe.task == "diagnosis" and not chosen and source.kind in TABLE_KINDS:
+                # the label a reader of this table would pick (targets' reading order)
+                chosen = scan.details["preferred"] = True
+                scan.details["described"] = recipe.fields == [described]
             out.append(scan)
             if len(out) >= MAX_TARGETS:
                 return out
