@@ -22,7 +22,7 @@ from core.datasets.records.sources import Source, find_sources
 from core.datasets.records.targets import described_field, source_targets
 
 MAX_TARGETS = 40
-TABLE_KINDS = ("table", "json", "jsonl")   # label tables: one of their targets is preferred
+TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm", ".xls", ".json", ".jsonl")  # label tables
 
 
 def target_id(recipe: Recipe) -> str:
@@ -64,7 +64,8 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
                 continue
             scan.details["target"] = target_id(recipe)
             scan.details["source_problems"] = problems[:10]
-            if recipe.task == "diagnosis" and not chosen and source.kind in TABLE_KINDS:
+            if recipe.task == "diagnosis" and not chosen and \
+                    source.path.suffix.lower() in TABLE_SUFFIXES:
                 # the label a reader of this table would pick (targets' reading order)
                 chosen = scan.details["preferred"] = True
                 scan.details["described"] = recipe.fields == [described]
