@@ -286,7 +286,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                "label_columns": recipe.fields, "patient_column": recipe.group_field or None,
                "split_column": recipe.split_field or None, "target_name": recipe.name,
                # a part of the file names the description says is the label
-               "described": source.kind == "names",
+               "described": source.kind == "names", "source_kind": source.kind,
                "sheet": source.name.rpartition("#")[2] if "#" in source.name else None,
                **({"channels": channels} if channels else {})}
     if task == "segmentation":
