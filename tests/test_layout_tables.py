@@ -473,3 +473,48 @@ def test_patient_column_named_by_the_description(tmp_path):
     assert scan.group_source == "table column 'donor'"
     assert len({s.group for s in scan.samples}) == 4
     index_ok(scan, tmp_path)
+
+
+def test_long_tables_and_a_partial_download(tmp_path):
+    """A table longer than the rows that choose the image column (every row naming a file), and
+    a long table of which only a few images were downloaded, none of them in its first rows."""
+    data = tmp_path / "long"
+    (data / "images").mkdir(parents=True)
+    lines = ["Image Index,Finding Labels,Patient ID"]
+    for i in range(10_500):
+        (data / "images" / f"{i:06d}.png").touch()   # never decoded by a scan
+        lines.append(f"{i:06d}.png,{['Mass', 'No Finding', 'Nodule|Mass'][i % 3]},{i // 3}")
+    (data / "Data_Entry.csv").write_text("\n".join(lines) + "\n")
+    scan = scan_folder(data)
+    assert len(scan.samples) == 10_500 and scan.classes == ["Mass", "Nodule"]
+    assert scan.group_source == "table column 'Patient ID'" and not scan.skipped
+
+    partial = tmp_path / "partial"
+    rows = []
+    for i in range(4000):
+        if i >= 3500 and i < 3520:
+            png(partial / "images_008" / f"x{i:05d}.png", i % 250)
+        rows.append({"Image Index": f"x{i:05d}.png", "Finding Labels": ["Mass", "Effusion"][i % 2],
+                     "Patient ID": i // 2})
+    write_csv(partial / "Data_Entry.csv", rows)
+    scan = scan_folder(partial)
+    assert len(scan.samples) == 20 and scan.classes == ["Effusion", "Mass"]
+    assert scan.details["image_column"] == "Image Index"
+    assert any("3980 rows of Data_Entry.csv name no image" in s for s in scan.skipped)
+
+
+def test_rows_naming_folders_of_slices(tmp_path):
+    data = tmp_path / "data"
+    rows = []
+    for i in range(8):
+        for n in range(3):
+            png(data / "scans" / f"s{i}" / f"slice_{n}.png", i)
+        rows.append({"scan": f"scans/s{i}", "label": "a" if i % 2 else "b"})
+    rows.append({"scan": "scans/s9", "label": ""})
+    write_csv(data / "labels.csv", rows)
+    scan = scan_folder(data)
+    assert scan.classes == ["a", "b"] and len(scan.samples) == 8
+    assert scan.file_format == "slices" and scan.dimension == "3D"
+    assert Path(scan.samples[0].image).is_dir()
+    # the slices of a listed folder are not "unlisted"; the row without a file is reported
+    assert scan.skipped == ["labels.csv row 10: 'scans/s9' names no image file"]

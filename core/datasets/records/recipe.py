@@ -171,7 +171,7 @@ def _where(source: Source, number: int) -> str:
 
 
 def _dimension(paths: list[Path], fmt: str) -> str:
-    if fmt in ("nifti", "nrrd", "mha", "analyze"):
+    if fmt in ("nifti", "nrrd", "mha", "analyze", "slices"):
         return "3D"
     if fmt in ("npy", "npz", "pt") and paths:
         shape, _ = array_shape(paths[0])
@@ -187,7 +187,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     matcher = matcher or IdMatcher(images, root)
     mask_matcher = mask_matcher or matcher
     entries: dict[str, dict] = {}
-    skipped, unmatched, conflicts = [], [], {}
+    skipped, unmatched, conflicts, unlabelled = [], [], {}, 0
     for number, record in enumerate(source.records):
         ref = record.get(recipe.image_field, "")
         hits = matcher.find(ref, recipe.match == "id") if ref else []
@@ -197,6 +197,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
             continue
         label, labels, extra = _label_of(recipe, record)
         if label is None:
+            unlabelled += 1
             continue
         if recipe.role == "mask":
             mask = mask_matcher.find(record.get(recipe.fields[0], ""), False)
@@ -259,6 +260,9 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     skipped += unmatched[:MAX_LISTED] + list(conflicts.values())[:MAX_LISTED]
     if len(unmatched) > MAX_LISTED:
         skipped.append(f"{len(unmatched)} rows of {source.name} name no image of the folder")
+    if unlabelled:
+        skipped.append(f"{unlabelled} rows of {source.name} have no usable value of "
+                       f"{recipe.name or ', '.join(recipe.fields)}; left out")
     task = recipe.task
     if task == "diagnosis":
         counts = Counter(l for s in samples for l in s.label_list()) \
@@ -277,6 +281,8 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     first = [Path(s.image[0] if isinstance(s.image, list) else s.image) for s in samples[:20]]
     suffixes = Counter(image_suffix(p.name) for p in first)
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
+    if any(p.is_dir() for p in first):
+        fmt = "slices"   # a row names a folder of 2D slices: one 3D scan
     splits = {s.split for s in samples}
     listed = {p for s in samples for p in (s.image if isinstance(s.image, list) else [s.image])}
     details = {"recipe": recipe.to_json(), "source": f"{source.name} ({recipe.role} "
@@ -291,8 +297,8 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                **({"channels": channels} if channels else {})}
     if task == "segmentation":
         details.update(mask_facts)
-    skipped += [f"{p}: not listed in {source.name}" for p in images
-                if str(p) not in listed][:MAX_LISTED]
+    skipped += [f"{p}: not listed in {source.name}" for p in images  # (nor its slice folder)
+                if str(p) not in listed and os.path.dirname(p) not in listed][:MAX_LISTED]
     return ScanResult(
         root=str(root), layout=LAYOUT_OF_TASK[task], task=task,
         dimension=_dimension(first, fmt), file_format=fmt, classes=classes,

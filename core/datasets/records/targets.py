@@ -55,7 +55,8 @@ PATIENT_WORDS = re.compile(r"\b(?:patients?|subjects?|participants?|split by|gro
 CODE_FIELD = re.compile(r"^(?:label|labels|class|target|y|diagnosis|outcome|category|group)"
                         r"(?:[ _]?(?:id|code|value))?$", re.I)
 GROUP_ROLES = ("class", "id", "other", "patient", "study")
-PROBE = 3000
+PROBE = 3000            # rows that choose the image field
+FULL_ROWS = 200_000     # rows counted when the first ones are inconclusive
 
 
 def _resolved(matcher: IdMatcher, values: list, use_ids: bool) -> tuple[int, set[str], bool]:
@@ -74,24 +75,46 @@ def _resolved(matcher: IdMatcher, values: list, use_ids: bool) -> tuple[int, set
 
 def image_field(source: Source, matcher: IdMatcher, infos: dict[str, FieldInfo]
                 ) -> tuple[str, str, set[str], bool] | None:
-    """(field, match, images named, several per row) of the field naming the most images."""
-    best = None
-    sample = source.records[:3000]
+    """(field, match, images named, several per row) of the field naming the most images: by
+    path, name or stem if a field does, else by id. A field must name images in 30% of its
+    first rows — or, in a long table of which only some images were downloaded, half the
+    images over all its rows."""
+    best, missed = None, []
+    sample = source.records[:PROBE]
     for name, info in infos.items():
         if info.role in ("annotations", "split", "constant", "finding", "text", "measure",
                          "coord", "labels") or MASK_FIELD.search(name) and name not in (
                              "__key__", "__file__", "__item__"):
             continue
         values = [r.get(name, "") for r in sample]
+        filled = sum(1 for v in values if not isinstance(v, list) and str(v).strip())
         for use_ids in (False, True):
             rows, named, several = _resolved(matcher, values, use_ids)
-            if rows < max(2, 0.3 * info.filled) or len(named) < MIN_IMAGES:
+            if rows < max(2, 0.3 * filled) or len(named) < MIN_IMAGES:
+                missed.append((rows, name, use_ids))
                 continue
             score = (len(named), not use_ids)
             if best is None or score > best[0]:
                 best = (score, name, "id" if use_ids else "path", named, several)
             break
+    if best is None and len(source.records) > len(sample):
+        best = _over_every_row(source, matcher, missed)
     return best[1:] if best else None
+
+
+def _over_every_row(source: Source, matcher: IdMatcher, missed: list) -> tuple | None:
+    """The field naming at least half the images over every row (up to FULL_ROWS), from the
+    fields whose first rows named some (else all of them): a big table, few images."""
+    hit = [m for m in missed if m[0]] or missed
+    best = None
+    for _, name, use_ids in hit:
+        values = [r.get(name, "") for r in source.records[:FULL_ROWS]]
+        rows, named, several = _resolved(matcher, values, use_ids)
+        if rows >= 2 and len(named) >= max(MIN_IMAGES, 0.5 * len(matcher.images)):
+            score = (len(named), not use_ids)
+            if best is None or score > best[0]:
+                best = (score, name, "id" if use_ids else "path", named, several)
+    return best
 
 
 def _group_field(infos: dict[str, FieldInfo], image: str, match: str, several: bool,
