@@ -102,7 +102,7 @@ def test_xlsx_with_stems_and_a_foreign_path_prefix(tmp_path):
                           "Label": ["tb", "normal"] * 4})
     frame.to_excel(data / "labels.xlsx", index=False)
     scan = scan_folder(data)
-    assert scan.layout == "label_table" and scan.details["tables"][0].endswith("labels.xlsx")
+    assert scan.layout == "label_table" and scan.details["table"].endswith("labels.xlsx")
     assert len(scan.samples) == 8 and scan.classes == ["normal", "tb"]
     assert not scan.skipped
     index_ok(scan, tmp_path)
@@ -149,7 +149,8 @@ def test_ids_matching_file_stems_by_token_run(tmp_path):
     png(data / "mri" / "ADNI_002_S_7777_MR_MPRAGE_I7777.png")
     write_csv(data / "adni.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["id_matching"] and scan.details["image_column"] == "Image Data ID"
+    assert scan.details["recipe"]["match"] == "id"  # rows name files by an ID in the stem
+    assert scan.details["image_column"] == "Image Data ID"
     assert scan.classes == ["AD", "CN", "MCI"] and len(scan.samples) == 6
     assert scan.group_source == "table column 'Subject'"
     assert any("'I9999' names no image file" in s for s in scan.skipped)
@@ -178,10 +179,12 @@ def test_integer_codes_named_from_the_description(tmp_path):
     description = "aclDiagnosis: 0 = healthy, 1 = partial tear, 2 = complete rupture"
     scan = scan_folder(data, description)
     assert scan.classes == ["healthy", "partial tear", "complete rupture"]  # code order
-    assert scan.details["label_form"] == "codes"
+    assert scan.details["recipe"]["values"] == {"0": "healthy", "1": "partial tear",
+                                                "2": "complete rupture"}
     assert labels_of(scan)["knee4.png"] == ["partial tear"]
     plain = scan_folder(data)
-    assert plain.classes == ["0", "1", "2"] and plain.details["code_names"] == {}
+    assert plain.classes == ["0", "1", "2"]
+    assert plain.details["recipe"]["values"] == {"0": "0", "1": "1", "2": "2"}  # unnamed
     ws = JobWorkspace(tmp_path / "job").ensure()
     write_diagnosis_index(scan, ws.datapath)
     assert json.loads((ws.datapath / "label_dict.json").read_text()) == {
@@ -214,7 +217,8 @@ def test_one_hot_single_label_columns(tmp_path):
                                                   enumerate(classes)}})
     write_csv(data / "onehot.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["label_form"] == "one_hot" and not scan.details["multi_label"]
+    assert scan.details["recipe"]["role"] == "one_hot"  # one 0/1 column per class
+    assert scan.details["recipe"]["fields"] == classes
     assert scan.classes == classes and all(s.labels is None for s in scan.samples)
     assert labels_of(scan)["b5.png"] == ["notumor"]
     index_ok(scan, tmp_path)
@@ -232,7 +236,8 @@ def test_one_hot_multi_label_columns_with_a_negative_column(tmp_path):
                      "No Finding": none})
     write_csv(data / "train.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["label_form"] == "one_hot_multi" and scan.details["multi_label"]
+    assert scan.details["recipe"]["role"] == "findings"  # one 0/1 column per finding
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
     assert scan.classes == ["Effusion", "Nodule"]  # "No Finding" is the negative, not a class
     got = labels_of(scan)
     assert got["cxr1.png"] == ["Effusion", "Nodule"] and got["cxr2.png"] == []
@@ -252,7 +257,8 @@ def test_multi_label_cells_with_no_finding(tmp_path):
     write_csv(data / "Data_Entry.csv", rows)  # the csv module quotes "Effusion,Nodule"
     assert '"Effusion,Nodule"' in (data / "Data_Entry.csv").read_text()
     scan = scan_folder(data)
-    assert scan.details["multi_label"] and scan.details["label_form"] == "multi_label_cells"
+    assert scan.details["recipe"]["role"] == "labels"  # several labels per cell
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
     assert scan.classes == ["Effusion", "Mass", "Nodule"]
     got = labels_of(scan)
     assert got["00002_000.png"] == ["Effusion", "Nodule"] and got["00001_000.png"] == []
@@ -286,7 +292,7 @@ def test_separate_train_and_test_tables_keep_their_split(tmp_path):
             rows.append({"id": f"{split}_{i}", "diagnosis": "covid" if i % 2 else "normal"})
         write_csv(data / f"{split}.csv", rows)
     scan = scan_folder(data)
-    assert sorted(Path(t).name for t in scan.details["tables"]) == ["test.csv", "train.csv"]
+    assert sorted(scan.details["recipe"]["source"].split(" + ")) == ["test.csv", "train.csv"]
     assert scan.existing_split and len(scan.samples) == 12
     assert {s.split for s in scan.samples if Path(s.image).name.startswith("test")} == {"test"}
     summary = index_ok(scan, tmp_path)
@@ -425,7 +431,8 @@ def test_chexpert_like_tables(tmp_path):
                              "Frontal/Lateral": "Frontal", "AP/PA": "AP", **flags})
         write_csv(data / f"{split}.csv", rows)
     scan = scan_folder(data)
-    assert scan.details["label_form"] == "one_hot_multi"
+    assert scan.details["recipe"]["role"] == "findings"
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
     assert scan.classes == ["Cardiomegaly", "Edema", "Pleural Effusion"]
     assert len(scan.samples) == 18 and not scan.skipped
     assert scan.group_source == "case folder"
@@ -445,7 +452,8 @@ def test_json_mapping_to_label_lists_is_multi_label(tmp_path):
                                    ["normal"]][i % 4]
     (data / "annotations.json").write_text(json.dumps(mapping))
     scan = scan_folder(data)
-    assert scan.details["multi_label"] and scan.classes == ["calcification", "mass"]
+    assert all(s.labels is not None for s in scan.samples)  # multi-label
+    assert scan.classes == ["calcification", "mass"]
     assert labels_of(scan)["3.png"] == [] and labels_of(scan)["2.png"] == ["mass",
                                                                             "calcification"]
     index_ok(scan, tmp_path)
@@ -465,3 +473,48 @@ def test_patient_column_named_by_the_description(tmp_path):
     assert scan.group_source == "table column 'donor'"
     assert len({s.group for s in scan.samples}) == 4
     index_ok(scan, tmp_path)
+
+
+def test_long_tables_and_a_partial_download(tmp_path):
+    """A table longer than the rows that choose the image column (every row naming a file), and
+    a long table of which only a few images were downloaded, none of them in its first rows."""
+    data = tmp_path / "long"
+    (data / "images").mkdir(parents=True)
+    lines = ["Image Index,Finding Labels,Patient ID"]
+    for i in range(10_500):
+        (data / "images" / f"{i:06d}.png").touch()   # never decoded by a scan
+        lines.append(f"{i:06d}.png,{['Mass', 'No Finding', 'Nodule|Mass'][i % 3]},{i // 3}")
+    (data / "Data_Entry.csv").write_text("\n".join(lines) + "\n")
+    scan = scan_folder(data)
+    assert len(scan.samples) == 10_500 and scan.classes == ["Mass", "Nodule"]
+    assert scan.group_source == "table column 'Patient ID'" and not scan.skipped
+
+    partial = tmp_path / "partial"
+    rows = []
+    for i in range(4000):
+        if i >= 3500 and i < 3520:
+            png(partial / "images_008" / f"x{i:05d}.png", i % 250)
+        rows.append({"Image Index": f"x{i:05d}.png", "Finding Labels": ["Mass", "Effusion"][i % 2],
+                     "Patient ID": i // 2})
+    write_csv(partial / "Data_Entry.csv", rows)
+    scan = scan_folder(partial)
+    assert len(scan.samples) == 20 and scan.classes == ["Effusion", "Mass"]
+    assert scan.details["image_column"] == "Image Index"
+    assert any("3980 rows of Data_Entry.csv name no image" in s for s in scan.skipped)
+
+
+def test_rows_naming_folders_of_slices(tmp_path):
+    data = tmp_path / "data"
+    rows = []
+    for i in range(8):
+        for n in range(3):
+            png(data / "scans" / f"s{i}" / f"slice_{n}.png", i)
+        rows.append({"scan": f"scans/s{i}", "label": "a" if i % 2 else "b"})
+    rows.append({"scan": "scans/s9", "label": ""})
+    write_csv(data / "labels.csv", rows)
+    scan = scan_folder(data)
+    assert scan.classes == ["a", "b"] and len(scan.samples) == 8
+    assert scan.file_format == "slices" and scan.dimension == "3D"
+    assert Path(scan.samples[0].image).is_dir()
+    # the slices of a listed folder are not "unlisted"; the row without a file is reported
+    assert scan.skipped == ["labels.csv row 10: 'scans/s9' names no image file"]

@@ -8,8 +8,10 @@
   multi-label. Only array headers and label arrays are read, never the images.
 * per-sample volumes (``.npy``, ``.pt``, pickled ``.pck`` / ``.pkl``) with a label table (ADNI:
   ``.pt`` + a CSV with ``Image Data ID`` and ``Group``; KneeMRI: ``.pck`` + a CSV with
-  ``volumeFilename`` and ``aclDiagnosis``): the table is read by core.datasets.layouts.label_table,
-  the dimension comes from one file's shape. Pickles are flagged (``details["needs_pickle"]``):
+  ``volumeFilename`` and ``aclDiagnosis``): the table is read by the records engine
+  (core.datasets.records, which takes these volumes as the samples when they are the folder's
+  files: ``per_sample_arrays``); ``add_array_facts`` gives the reading its format and the
+  dimension one file's shape gives. Pickles are flagged (``details["needs_pickle"]``):
   unpickling runs code from the file, so registration asks for the datacard's ``allow_pickle``.
 
 Shapes are read without running pickled code: ``.npy`` headers, ``torch.load(weights_only=True)``
@@ -24,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.datasets.layouts import links
-from core.datasets.layouts.tables import code_mapping, find_tables
-from core.datasets.layouts.label_table import scan_label_table
-from core.datasets.layouts.types import Sample, ScanResult, is_image
+from core.datasets.layouts.tables import code_mapping
+from core.datasets.layouts.types import Sample, ScanResult
 from core.datasets.layouts.array_headers import (ARRAY_SUFFIXES, PICKLE_SUFFIXES, PICKLE_WARNING,
                                                  array_shape, dimension_of_shape, npz_headers)
 
@@ -36,7 +36,6 @@ SPLIT_KEYS = {"train": "train", "training": "train", "val": "val", "valid": "val
 # (images key, labels key) patterns; {s} is a split name
 KEY_PAIRS = [("{s}_images", "{s}_labels"), ("x_{s}", "y_{s}"), ("{s}_x", "{s}_y"),
              ("images_{s}", "labels_{s}"), ("images", "labels"), ("x", "y"), ("imgs", "labels")]
-MAX_WALK = 2_000_000
 
 
 def _split_of_stem(stem: str) -> str:
@@ -133,36 +132,23 @@ def scan_npz(root: Path, files: list[Path], description: str = ""):
 
 
 # --------------------------------------------------------------------------- volume files
-def _array_files(root: Path) -> tuple[list[Path], int]:
-    """Per-sample array files under root, and how many ordinary image files sit beside them."""
-    arrays, images = [], 0
-    for folder, dirs, files in links.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            if name.lower().endswith(ARRAY_SUFFIXES):
-                arrays.append(Path(folder) / name)
-            elif is_image(name):
-                images += 1
-        if len(arrays) + images > MAX_WALK:
-            break
-    return arrays, images
+def per_sample_arrays(array_files: list[Path], images: int) -> list[Path]:
+    """The per-sample array volumes among ``array_files`` (``.npy``, ``.pt``, pickles; not
+    ``.npz``) when they are the folder's samples: at least two, and no fewer than its ordinary
+    image files. A label table names them as it names images (core.datasets.records)."""
+    arrays = [p for p in array_files if p.name.lower().endswith(ARRAY_SUFFIXES)]
+    return arrays if len(arrays) >= 2 and len(arrays) >= images else []
 
 
-def scan_volume_table(root: Path, description: str = ""):
-    """A ``label_table`` ScanResult for per-sample array volumes named by a table, or None."""
-    if not find_tables(root):
-        return None
-    arrays, images = _array_files(root)
-    if len(arrays) < 2 or len(arrays) < images:
-        return None
-    result = scan_label_table(root, arrays, description, file_format="")
-    if result is None:
-        return None
-    first = next(Path(s.image) for s in result.samples)
-    shape, needs_pickle = array_shape(first)
-    suffix = Counter(Path(s.image).suffix.lower() for s in result.samples).most_common(1)[0][0]
+def add_array_facts(result: ScanResult, description: str = "") -> ScanResult:
+    """``result`` (a reading of per-sample array volumes) with the file format its suffix
+    gives, the dimension one file's shape gives, and the pickle flag (registration then asks
+    for the datacard's ``allow_pickle``); unchanged when its samples are not such arrays."""
+    files = [Path(s.image) for s in result.samples[:50] if isinstance(s.image, str)]
+    suffix = Counter(p.suffix.lower() for p in files).most_common(1)[0][0] if files else ""
+    if suffix not in ARRAY_SUFFIXES:   # (the first samples tell: 100,000 Paths cost seconds)
+        return result
+    shape, needs_pickle = array_shape(files[0])
     needs_pickle = needs_pickle or suffix in PICKLE_SUFFIXES
     result.file_format = suffix.lstrip(".")
     result.dimension = dimension_of_shape(shape) or \
@@ -176,13 +162,10 @@ def scan_volume_table(root: Path, description: str = ""):
 
 def recognise_array_files(root: Path, top_dirs: list[Path], top_files: list[Path],
                           description: str):
-    """Scan recogniser: labelled .npz arrays, or per-sample array volumes with a label table."""
+    """Scan recogniser: labelled .npz arrays (per-sample volumes with a label table are the
+    records engine's: core.datasets.records.reading)."""
     npz = [f for f in top_files if f.name.lower().endswith(".npz")]
-    if npz:
-        found = scan_npz(root, npz, description)
-        if found is not None:
-            return found
-    return scan_volume_table(root, description)
+    return scan_npz(root, npz, description) if npz else None
 
 
 def pickle_check(scan, allow_pickle: bool) -> tuple[list[str], list[str]]:

@@ -26,7 +26,6 @@ import re
 from pathlib import Path
 
 from core.datasets.layouts.common import SPLIT_COLUMNS, FileMatcher, split_cell, split_of_name
-from core.datasets.layouts.label_table_columns import patient_column
 from core.datasets.layouts.tables import read_table
 from core.datasets.layouts.types import IMAGE_SUFFIXES, image_suffix
 
@@ -101,9 +100,19 @@ def coded_split(columns: list[str], rows: list[dict]) -> tuple[str | None, dict[
     return None, {}
 
 
+PATIENT_COLUMN = re.compile(r"patient|subject|participant|\bpid\b|case", re.I)
+NOT_PATIENT_KEY = re.compile(r"age|sex|gender|weight|height|birth|position|name|size", re.I)
+
+
 def group_column(columns: list[str], rows: list[dict], exclude: set[str]) -> str | None:
-    """The table's patient column (``Patient_index``), if it has one."""
-    return patient_column(columns, rows[:3000], exclude)
+    """The table's patient column (``Patient_index``), if it has one: named like a patient
+    key, not a fact about the patient, with more than one value."""
+    probe = rows[:3000]
+    named = [c for c in columns if c not in exclude and PATIENT_COLUMN.search(c)
+             and not NOT_PATIENT_KEY.search(c)
+             and len({str(r.get(c, "")) for r in probe}) > 1]
+    named.sort(key=lambda c: not re.search(r"id\b|key|no\b|number|code|index", c, re.I))
+    return named[0] if named else None
 
 
 def label_column(columns: list[str]) -> str | None:

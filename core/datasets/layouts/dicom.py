@@ -7,7 +7,7 @@ one 3D sample, its patient (``PatientID``) the grouping key of the split. Labels
 * a table at the top of the folder (CSV/TSV/XLSX) with a column of ``PatientID``,
   ``StudyInstanceUID``, ``SeriesInstanceUID`` values (or series folder names) and a label
   column (named like a label, named in the datacard description, or else the one with few
-  distinct values; ``A|B`` cells are multi-label as in core.datasets.layouts.label_table), or
+  distinct values; ``A|B`` cells are multi-label as in a label table of the records engine), or
 * class folders above the series (``CLASS/.../series files``, optionally under ``train/`` and
   ``test/``, whose split is kept).
 

@@ -1,15 +1,19 @@
 """Readings of a dataset folder, scored; the best one wins, and a close call is put to the user.
 
-Every reader (``READERS``: DICOM series, arrays, report tables and per-image texts, box tables,
-Pascal VOC, YOLO, labelme sidecars, masks, label tables on every sheet, JSON sidecars, labels in
-file names, class folders) proposes at most one *reading*: a ScanResult, i.e. a task, the image
-set, where the annotations come from, how images join them, the patient key and the split.
-Each reading is scored on
+Every reader (``READERS``: DICOM series, .npz arrays, report tables and per-image texts, box
+tables, Pascal VOC, YOLO, labelme sidecars, masks, labels in file names, class folders) proposes
+at most one *reading*: a ScanResult, i.e. a task, the image set, where the annotations come from,
+how images join them, the patient key and the split. The records engine
+(core.datasets.records.reading) proposes one reading per target of the folder's record sources:
+label tables on every sheet (also of per-sample array volumes), JSON documents, per-image JSON
+sidecars, texts and lists. Each reading is scored on
 
 * coverage: the share of the folder's image, volume, mask and DICOM files it explains;
 * the description's hints (core.datasets.layouts.hints): the task it asks for, the formats,
-  files, sheets and columns it names;
-* a small prior in reader order (the more specific reader first).
+  files, sheets and columns it names (or names as the label: ``details["described"]``);
+* a small prior in reader order (the more specific reader first); of a label table's targets,
+  the one a reader would pick (``details["preferred"]``) has the prior of the label-table reader
+  it replaces.
 
 Degenerate readings are never accepted: a diagnosis with fewer than two classes, classes that
 are only container or mask folder names, or one class per case folder. When two readings are
@@ -31,7 +35,7 @@ from core.datasets.layouts.common import split_of_name, ungroup_shared_folders
 from core.datasets.layouts.hints import Hints, read_hints
 from core.datasets.layouts.inventory import Inventory, is_mask_folder, kind_of, take_inventory
 from core.datasets.layouts.known_formats import describe, recognised
-from core.datasets.layouts.readers import READERS, reading_formats
+from core.datasets.layouts.readers import LABEL_TABLE_PRIOR, PRIOR, READERS, reading_formats
 from core.datasets.layouts.types import ScanError, ScanResult, entries
 from core.datasets.layouts.target_list import distinct_targets, is_target_pair
 
@@ -211,7 +215,7 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
     hints.shown = set(recognised(root))
     top_dirs, top_files = entries(root)
     readings: list[Reading] = []
-    for i, (name, reader) in enumerate(READERS):
+    for name, reader in READERS:
         try:
             scan = reader(root, top_dirs, top_files, description)
         except ScanError as exc:
@@ -223,7 +227,7 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
         reading = Reading(name, scan)
         reading.refused = _degenerate(scan) or _attribute_label(scan, hints)
         if not reading.refused:
-            _score(reading, hints, inv, 1.0 - i / len(READERS), set(declared_tasks or []))
+            _score(reading, hints, inv, PRIOR[name], set(declared_tasks or []))
         readings.append(reading)
     from core.datasets.records.reading import read_targets
     for scan in read_targets(root, description):
@@ -231,11 +235,12 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
         reading = Reading(f"records:{scan.details['target']}", scan)
         reading.refused = _degenerate(scan)
         recipe = scan.details.get("recipe") or {}
-        label_named = recipe.get("role") in ("findings", "labels") or (
+        label_named = recipe.get("role") in ("findings", "labels", "one_hot") or (
             recipe.get("role") == "class" and LABEL_FIELD.search(str(recipe.get("name"))))
+        prior = LABEL_TABLE_PRIOR if scan.details.get("preferred") else \
+            RECORDS_PRIOR + 0.25 * bool(label_named)
         if not reading.refused:
-            _score(reading, hints, inv, RECORDS_PRIOR + 0.25 * bool(label_named),
-                   set(declared_tasks or []))
+            _score(reading, hints, inv, prior, set(declared_tasks or []))
         readings.append(reading)
     _same_target(readings)
     readings.sort(key=lambda r: (bool(r.refused) or r.scan is None, -r.score))

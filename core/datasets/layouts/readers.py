@@ -14,12 +14,10 @@ from core.datasets.layouts.class_folders import scan_class_folders
 from core.datasets.layouts.dicom import recognise_dicom_series
 from core.datasets.layouts.filenames import recognise_filename_labels
 from core.datasets.layouts.known_formats import formats_of_reading
-from core.datasets.layouts.label_table import scan_label_table
 from core.datasets.layouts.mask_structures import scan_structure_masks
 from core.datasets.layouts.masks import scan_masks
 from core.datasets.layouts.reports import scan_reports
-from core.datasets.layouts.sidecars import scan_label_sidecars, scan_labelme, scan_text_reports
-from core.datasets.layouts.tables import find_tables
+from core.datasets.layouts.sidecars import scan_labelme, scan_text_reports
 from core.datasets.layouts.types import ScanResult, all_images
 from core.datasets.layouts.voc import scan_voc
 from core.datasets.layouts.yolo import scan_yolo
@@ -33,13 +31,6 @@ def _with_images(scan):
     return reader
 
 
-def _label_table(root: Path, top_dirs, top_files, description: str):
-    if not find_tables(root):
-        return None
-    images = all_images(root)
-    return scan_label_table(root, images, description) if images else None
-
-
 READERS: list = [
     ("dicom_series", recognise_dicom_series),
     ("arrays", recognise_array_files),
@@ -51,11 +42,20 @@ READERS: list = [
     ("labelme", scan_labelme),
     ("masks", _with_images(scan_masks)),
     ("structure_masks", _with_images(scan_structure_masks)),
-    ("label_table", _label_table),
-    ("json_sidecars", scan_label_sidecars),
     ("filename_labels", recognise_filename_labels),
     ("class_folders", scan_class_folders),
 ]
+
+# Each reader's prior in the interpretation score (1 = the most specific reader): its place in
+# the reader order as it stood when label tables and JSON sidecars had readers of their own
+# (now the records engine's, core.datasets.records), kept fixed so that a reader leaving the
+# list does not move the others' scores. A label table's preferred records target takes the
+# label-table reader's place.
+_PLACES = ["dicom_series", "arrays", "report_table", "text_reports", "box_table", "voc", "yolo",
+           "labelme", "masks", "structure_masks", "(label_table)", "(json_sidecars)",
+           "filename_labels", "class_folders"]
+PRIOR = {name: 1.0 - i / len(_PLACES) for i, name in enumerate(_PLACES)}
+LABEL_TABLE_PRIOR = PRIOR["(label_table)"]
 
 
 def reading_formats(reader: str, scan: ScanResult) -> set[str]:

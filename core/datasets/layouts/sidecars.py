@@ -1,9 +1,7 @@
 """Annotations kept one file per image, beside it or in a parallel folder, with the image's stem.
+(Per-image JSON files of fields — ISIC's metadata — are a record source of the records engine:
+core.datasets.records.sidecars.)
 
-* ``json_sidecars`` (diagnosis, layout ``label_table``): ``x.png`` + ``x.json`` holding fields
-  (``{"diagnosis": "melanoma", "patient_id": "P7", "age": 61}``, nested objects flattened). The
-  fields of all sidecars form one table, read by the label-table logic (image, label and patient
-  columns chosen the same way, helped by the description).
 * ``labelme`` (detection, layout ``box_table``): labelme JSON (``shapes`` with ``label`` and
   ``points``); a rectangle or polygon gives its bounding box.
 * ``text_reports`` (report generation, layout ``report_table``): ``x.png`` + ``x.txt`` holding a
@@ -14,8 +12,7 @@
 Sidecars are found by stem in the same folder, else in a sibling folder of annotations
 (``images/x.png`` ↔ ``annotations/x.json``) when the stem is unique in the dataset.
 
-May import: core.datasets.layouts.boxes, .common, .inventory, .label_table, .label_table_ids,
-.types.
+May import: core.datasets.layouts.boxes, .common, .inventory, .types.
 """
 from __future__ import annotations
 
@@ -27,8 +24,6 @@ from core.datasets.layouts.boxes import boxes_result
 from core.datasets.layouts.common import (build_result, common_parent, group_for, group_source,
                                           held_out_splits, load_json, split_of_path)
 from core.datasets.layouts.inventory import stem_of_name, take_inventory
-from core.datasets.layouts.label_table import read_rows, table_result
-from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.types import Sample, all_images
 
 MAX_SIDECAR_BYTES = 2_000_000
@@ -60,19 +55,6 @@ def _pairs(root: Path, kind: str, suffixes: tuple[str, ...]) -> list[tuple[Path,
     return pairs
 
 
-def _flatten(data: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, ""))  # nested fields keep their own names
-        elif isinstance(value, (str, int, float, bool)) or value is None:
-            out[name] = value
-        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-            out[name] = value
-    return out
-
-
 def _load(path: Path) -> dict | None:
     try:
         if path.stat().st_size > MAX_SIDECAR_BYTES:
@@ -81,40 +63,6 @@ def _load(path: Path) -> dict | None:
         return None
     data = load_json(path)
     return data if isinstance(data, dict) else None
-
-
-def scan_label_sidecars(root: Path, top_dirs, top_files, description: str = ""):
-    """Diagnosis labels from per-image JSON sidecars, or None."""
-    pairs = _pairs(root, "annotation", (".json",))
-    if len(pairs) < 4:
-        return None
-    rows, columns = [], ["image"]
-    for image, sidecar in pairs:
-        data = _load(sidecar)
-        if data is None or "shapes" in data:  # labelme boxes: another reader
-            continue
-        row = {"image": str(image.relative_to(root))}
-        for key, value in _flatten(data).items():
-            if key.lower() in ("image", "imagepath", "image_path", "filename", "file_name"):
-                continue
-            row[key] = value if isinstance(value, list) else \
-                "" if value is None else str(int(value) if isinstance(value, bool) else value)
-            if key not in columns:
-                columns.append(key)
-        rows.append(row)
-    if len(rows) < 4:
-        return None
-    images = all_images(root)
-    matcher = IdMatcher(images, root)
-    first = pairs[0][1]
-    got = read_rows(first, columns, rows, matcher, len(images), description, table_split="")
-    if got is None:
-        return None
-    got.update(tables=[str(first)], conflicts=[], sheet=None)
-    folder = first.parent.relative_to(root)
-    return table_result(root, images, got, layout_details={
-        "variant": "json_sidecars", "table": str(first),
-        "source": f"one JSON file per image ({folder}/<image name>.json)"})
 
 
 def scan_labelme(root: Path, top_dirs, top_files, description: str = ""):

@@ -1,17 +1,16 @@
 """Reading label tables in whichever format the clinic keeps them (CSV, TSV, XLSX, JSON,
-JSONL), bounded in size; finding them in a folder; and what a datacard description says about
-them (label codes, which column holds what). Shared by the table, array, box and report layouts.
+JSONL), bounded in size, and what a datacard description says about them (label codes, which
+column holds what). Shared by the records engine (core.datasets.records) and the array, box,
+DICOM and report layouts.
 
 May import: core.datasets.layouts.types."""
 from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 from pathlib import Path
 
-from core.datasets.layouts import links
 from core.datasets.layouts.types import SPLIT_VALUES
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".json", ".jsonl")
@@ -238,18 +237,3 @@ def described_column(description: str, columns: list[str], words: re.Pattern,
             if distance < best_distance:
                 best, best_distance = column, distance
     return best
-
-
-def find_tables(root: Path) -> list[Path]:
-    """Table files at the top of the dataset folder and one folder down (hidden ones skipped)."""
-    found = []
-    for folder in [root, *sorted(p for p in links.iterdir(root) if p.is_dir() and
-                                 not p.name.startswith("."))]:
-        try:  # names first (scandir, no stat): an image folder may hold 100,000 files
-            with links.scandir(folder) as it:
-                names = [e.name for e in it if not e.name.startswith(".")
-                         and os.path.splitext(e.name)[1].lower() in TABLE_SUFFIXES]
-            found += sorted(p for p in (folder / n for n in names) if p.is_file())
-        except OSError:
-            continue
-    return found

@@ -50,6 +50,7 @@ LABEL_NAME = re.compile(r"label|finding|diagnos|class|target|category|outcome|gr
                         r"stage|subtype|type|dx|result|status|disease|abnormal|group", re.I)
 TEXT_NAME = re.compile(r"report|finding|impression|text|caption|note|conclusion|summary", re.I)
 LIST_SEP = re.compile(r"\s*[|;]\s*")
+LABEL_SEP = re.compile(r"\s*[|;,]\s*")   # in a labels field a quoted "A,B" is two labels too
 MAX_CLASSES = 60
 
 
@@ -79,7 +80,7 @@ def split_labels(value) -> list[str]:
                 return [str(v).strip() for v in parsed if str(v).strip()]
         except (ValueError, SyntaxError):
             text = text.strip("[]")
-    return [t for t in LIST_SEP.split(text) if t]
+    return [t for t in LABEL_SEP.split(text) if t]
 
 
 def binary_value(value) -> str | None:
@@ -116,7 +117,8 @@ def _role(name: str, values: list, n_rows: int) -> str:
     if len(distinct) == 1 and len(filled) == n_rows:
         return "constant"
     kinds = [binary_value(v) for v in texts]
-    if None not in kinds and "pos" in kinds and "neg" in kinds:
+    if None not in kinds and "pos" in kinds and ("neg" in kinds or "blank" in kinds):
+        # 1/0, or 1 and blanks (CheXpert: a blank is a finding not mentioned)
         return "finding" if not ATTRIBUTE_NAME.match(bare) else "attribute"
     if len(distinct) == 1:
         return "constant"

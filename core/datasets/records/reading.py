@@ -1,24 +1,30 @@
 """The records reading of a dataset folder: its record sources, their targets, each target
 applied (one ScanResult per target, its recipe in ``details["recipe"]``), or one recipe the
-user gave applied as it is.
+user gave applied as it is. Of a label table's diagnosis targets, the one a reader would pick
+(core.datasets.records.targets' reading order) is marked ``details["preferred"]`` — and
+``details["described"]`` when the description names its field as the label — for the
+interpretation step's scoring.
 
-May import: core.datasets.layouts (types, inventory, label_table_ids, mask_labels),
+May import: core.datasets.layouts (types, inventory, label_table_ids, mask_labels, arrays),
 core.datasets.records.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from core.datasets.layouts.arrays import add_array_facts, per_sample_arrays
 from core.datasets.layouts.inventory import take_inventory
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.mask_labels import label_names
 from core.datasets.layouts.types import ScanError, ScanResult, all_images
 from core.datasets.records.names import name_sources
 from core.datasets.records.recipe import Recipe, RecipeError, apply_recipe
+from core.datasets.records.sidecars import sidecar_source
 from core.datasets.records.sources import Source, find_sources
-from core.datasets.records.targets import source_targets
+from core.datasets.records.targets import described_field, source_targets
 
 MAX_TARGETS = 40
+TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm", ".xls", ".json", ".jsonl")  # label tables
 
 
 def target_id(recipe: Recipe) -> str:
@@ -28,13 +34,17 @@ def target_id(recipe: Recipe) -> str:
 
 
 def _context(root: Path, description: str = ""):
-    """(images, sources, problems, every image file): masks are not images; the file names
-    are a source too when the description says a part of them is a label."""
+    """(images, sources, problems, every image file): masks are not images; per-sample array
+    volumes (ADNI's ``.pt``, KneeMRI's ``.pck``) are the images of a folder made of them; the
+    file names are a source too when the description says a part of them is a label."""
     files = all_images(root)
     inv = take_inventory(root)
+    files = per_sample_arrays(inv.files("array"), len(files)) or files
     masks = {str(p) for p in inv.files("segmentation")}
     images = [p for p in files if str(p) not in masks] or files
-    sources, problems = find_sources(root, inv)
+    sidecars, read = sidecar_source(root, inv)
+    sources, problems = find_sources(root, inv, read)
+    sources += [sidecars] if sidecars else []
     return images, sources + name_sources(root, images, description), problems, files
 
 
@@ -50,7 +60,9 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
     matcher, every = IdMatcher(images, root), IdMatcher(files, root)
     out: list[ScanResult] = []
     for source in sources:
-        for recipe in source_targets(source, images, root, matcher, description, every):
+        recipes = source_targets(source, images, root, matcher, description, every)
+        described, chosen = described_field(recipes, description), False
+        for recipe in recipes:
             try:
                 scan = apply_recipe(root, recipe, source, images, matcher,
                                     _mask_names(root, description), every)
@@ -58,6 +70,12 @@ def read_targets(root: Path, description: str = "") -> list[ScanResult]:
                 continue
             scan.details["target"] = target_id(recipe)
             scan.details["source_problems"] = problems[:10]
+            add_array_facts(scan, description)
+            if recipe.task == "diagnosis" and not chosen and \
+                    source.path.suffix.lower() in TABLE_SUFFIXES:
+                # the label a reader of this table would pick (targets' reading order)
+                chosen = scan.details["preferred"] = True
+                scan.details["described"] = recipe.fields == [described]
             out.append(scan)
             if len(out) >= MAX_TARGETS:
                 return out
@@ -93,7 +111,7 @@ def scan_with_recipe(root: Path, recipe: Recipe, description: str = "") -> ScanR
     scan = apply_recipe(root, recipe, source, images, IdMatcher(images, root),
                         _mask_names(root, description), IdMatcher(files, root))
     scan.details["target"] = target_id(recipe)
-    return scan
+    return add_array_facts(scan, description)
 
 
 def source_fields(root: Path, description: str = "") -> list[dict]:

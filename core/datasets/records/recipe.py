@@ -11,7 +11,9 @@ split field. It is kept in the datacard (``targets[i]["recipe"]``), printed by
 
 Roles: ``class`` (one categorical field), ``finding`` (one binary finding: its values
 ``pos``/``neg``/``uncertain``/``blank`` mapped to the finding, ``no <finding>`` or left out),
-``findings`` (multi-label over several binary finding fields), ``labels`` (a field holding
+``one_hot`` (several 0/1 fields, exactly one set per row: the field set is the class; a row
+with none or several set is left out), ``findings`` (multi-label over several binary finding
+fields), ``labels`` (a field holding
 several labels), ``mask`` (a field naming each image's mask), ``annotations`` (COCO-like boxes
 per image), ``report`` (findings and impression text fields).
 
@@ -37,12 +39,13 @@ from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.records.sources import Source
 
-ROLES = {"class": "diagnosis", "finding": "diagnosis", "findings": "diagnosis",
-         "labels": "diagnosis", "mask": "segmentation", "annotations": "anomaly_detection",
+ROLES = {"class": "diagnosis", "finding": "diagnosis", "one_hot": "diagnosis",
+         "findings": "diagnosis", "labels": "diagnosis", "mask": "segmentation", "annotations": "anomaly_detection",
          "report": "report_generation"}
 LAYOUT_OF_TASK = {"diagnosis": "label_table", "segmentation": "image_mask_folders",
                   "anomaly_detection": "box_table", "report_generation": "report_table"}
 MATCHES = ("path", "id")
+MAX_LISTED = 1000      # rows naming no image, images no row names: listed one by one up to this
 
 
 class RecipeError(ValueError):
@@ -124,6 +127,10 @@ def _label_of(recipe: Recipe, record: dict) -> tuple[str | None, list[str] | Non
         names = [recipe.values.get(f, f) or f for f in recipe.fields
                  if binary_value(record.get(f, "")) == "pos"]
         return (names[0] if names else "(none)"), names, {}
+    if role == "one_hot":
+        names = [recipe.values.get(f, f) for f in recipe.fields
+                 if binary_value(record.get(f, "")) == "pos"]
+        return (names[0] if len(names) == 1 else None), None, {}
     if role == "labels":
         names = []
         for token in split_labels(record.get(f0, "")):
@@ -156,8 +163,15 @@ def _label_of(recipe: Recipe, record: dict) -> tuple[str | None, list[str] | Non
     return None, None, {}
 
 
+def _where(source: Source, number: int) -> str:
+    """Where a record sits, as the user finds it: a table's row (its header is row 1)."""
+    if source.kind == "table" and " + " not in source.name:
+        return f"{source.name} row {number + 2}"
+    return f"{source.name} record {number + 1}"
+
+
 def _dimension(paths: list[Path], fmt: str) -> str:
-    if fmt in ("nifti", "nrrd", "mha", "analyze"):
+    if fmt in ("nifti", "nrrd", "mha", "analyze", "slices"):
         return "3D"
     if fmt in ("npy", "npz", "pt") and paths:
         shape, _ = array_shape(paths[0])
@@ -173,16 +187,17 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     matcher = matcher or IdMatcher(images, root)
     mask_matcher = mask_matcher or matcher
     entries: dict[str, dict] = {}
-    skipped, unmatched, conflicts = [], 0, 0
-    for record in source.records:
+    skipped, unmatched, conflicts, unlabelled = [], [], {}, 0
+    for number, record in enumerate(source.records):
         ref = record.get(recipe.image_field, "")
         hits = matcher.find(ref, recipe.match == "id") if ref else []
         hits = [h for h in hits if h.is_file()] if recipe.match == "id" else hits
         if not hits:
-            unmatched += 1
+            unmatched.append(f"{_where(source, number)}: {str(ref)[:80]!r} names no image file")
             continue
         label, labels, extra = _label_of(recipe, record)
         if label is None:
+            unlabelled += 1
             continue
         if recipe.role == "mask":
             mask = mask_matcher.find(record.get(recipe.fields[0], ""), False)
@@ -201,7 +216,10 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                 "|".join(str(p) for p in sorted(unit.values()))
             if key in entries:
                 if entries[key]["label"] != label or entries[key]["labels"] != labels:
-                    conflicts += 1
+                    first = entries[key]["labels"] or entries[key]["label"]
+                    conflicts.setdefault(key, f"{path}: rows give different labels ({first} "
+                                              f"and {labels or label}) in {source.name}; "
+                                              "left out")
                     entries[key]["conflict"] = True
                 continue
             entries[key] = {"path": path, "label": label, "labels": labels, "extra": extra,
@@ -239,10 +257,12 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
         samples.append(Sample(e.get("image") or str(e["path"]), e["label"], group,
                               mapping.get(split, split),
                               e["labels"], e["extra"]))
-    if unmatched:
-        skipped.append(f"{unmatched} rows of {source.name} name no image of the folder")
-    if conflicts:
-        skipped.append(f"{conflicts} images have conflicting values in {source.name}; left out")
+    skipped += unmatched[:MAX_LISTED] + list(conflicts.values())[:MAX_LISTED]
+    if len(unmatched) > MAX_LISTED:
+        skipped.append(f"{len(unmatched)} rows of {source.name} name no image of the folder")
+    if unlabelled:
+        skipped.append(f"{unlabelled} rows of {source.name} have no usable value of "
+                       f"{recipe.name or ', '.join(recipe.fields)}; left out")
     task = recipe.task
     if task == "diagnosis":
         counts = Counter(l for s in samples for l in s.label_list()) \
@@ -261,6 +281,8 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     first = [Path(s.image[0] if isinstance(s.image, list) else s.image) for s in samples[:20]]
     suffixes = Counter(image_suffix(p.name) for p in first)
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
+    if any(p.is_dir() for p in first):
+        fmt = "slices"   # a row names a folder of 2D slices: one 3D scan
     splits = {s.split for s in samples}
     listed = {p for s in samples for p in (s.image if isinstance(s.image, list) else [s.image])}
     details = {"recipe": recipe.to_json(), "source": f"{source.name} ({recipe.role} "
@@ -270,12 +292,13 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                "label_columns": recipe.fields, "patient_column": recipe.group_field or None,
                "split_column": recipe.split_field or None, "target_name": recipe.name,
                # a part of the file names the description says is the label
-               "described": source.kind == "names",
+               "described": source.kind == "names", "source_kind": source.kind,
+               "sheet": source.name.rpartition("#")[2] if "#" in source.name else None,
                **({"channels": channels} if channels else {})}
     if task == "segmentation":
         details.update(mask_facts)
-    skipped += [f"{p}: not named in {source.name}" for p in images
-                if str(p) not in listed][:200]
+    skipped += [f"{p}: not listed in {source.name}" for p in images  # (nor its slice folder)
+                if str(p) not in listed and os.path.dirname(p) not in listed][:MAX_LISTED]
     return ScanResult(
         root=str(root), layout=LAYOUT_OF_TASK[task], task=task,
         dimension=_dimension(first, fmt), file_format=fmt, classes=classes,

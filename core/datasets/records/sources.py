@@ -383,16 +383,18 @@ def _merge_splits(sources: list[Source]) -> list[Source]:
     return rest
 
 
-def find_sources(root: Path, inv: Inventory) -> tuple[list[Source], list[str]]:
-    """(sources, problems): every record source under ``root``, and the files that could not be
-    read (named, with why)."""
+def find_sources(root: Path, inv: Inventory, exclude: frozenset | set = frozenset()
+                 ) -> tuple[list[Source], list[str]]:
+    """(sources, problems): every record source under ``root`` (but the files in ``exclude``:
+    per-image sidecars, core.datasets.records.sidecars), and the files that could not be read
+    (named, with why)."""
     sources, problems = [], []
-    structured = sorted(inv.files("table", "annotation"),
+    structured = sorted((p for p in inv.files("table", "annotation") if p not in exclude),
                         key=lambda p: (len(p.relative_to(root).parts), str(p)))
     per_file_json = len([p for p in structured if p.suffix.lower() == ".json"]) > MAX_SOURCES
     for path in structured:
         if per_file_json and path.suffix.lower() == ".json":
-            continue   # per-image sidecars: the sidecar reader's
+            continue   # one JSON per image (labelme, per-image annotations): not tables
         if len(sources) >= MAX_SOURCES:
             problems.append(f"more than {MAX_SOURCES} annotation files; the rest were not read")
             break
