@@ -14,7 +14,8 @@ import pytest
 import SimpleITK as sitk
 from PIL import Image
 
-from core.datasets.layouts.box_encodings import coded_split, described_finding, find_image
+from core.datasets.layouts.box_encodings import coded_split, find_image
+from core.datasets.layouts.tables import described_finding
 from core.datasets.layouts.common import FileMatcher
 from core.datasets.layouts.dispatch import scan_folder
 from core.imaging.image_io import read_image

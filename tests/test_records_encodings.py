@@ -122,6 +122,9 @@ def test_mask_values_named_by_the_description(tmp_path):
                                "right ventricle, myocardium and left ventricle.", masks)
     assert names == ["right ventricle", "myocardium", "left ventricle"]
     assert "in the order listed" in facts["label_source"]
+    names, _ = label_names(tmp_path, "Echo frames. Cardiologists outlined the left ventricle, "
+                           "myocardium and left atrium.", masks)
+    assert names == ["left ventricle", "myocardium", "left atrium"]
 
 
 def test_boxes_without_a_class_column_take_the_class_another_table_gives(tmp_path):
@@ -193,3 +196,40 @@ def test_known_formats_are_data_files_that_name_and_recognise_a_folder(tmp_path)
     assert recognised(root) == ["voc"]
     scan = scan_folder(root, "Colonoscopy frames with polyps boxed.")
     assert [f["key"] for f in scan.details["known_formats"]] == ["voc"]
+
+
+def test_image_and_ground_truth_folders_of_any_name_and_one_named_finding(tmp_path):
+    """``Original/`` beside ``Ground Truth/`` (same file names) are images and their masks,
+    not two classes; a binary mask takes the one finding the description names."""
+    root = tmp_path / "frames"
+    for i in range(10):
+        _png(root / "Original" / f"{i}.png", i, 32)
+        mask = np.zeros((32, 32), np.uint8)
+        mask[8:16, 8:16] = 255
+        (root / "Ground Truth").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(mask).save(root / "Ground Truth" / f"{i}.png")
+    scan = scan_folder(root, "Colonoscopy frames, each showing a polyp outlined by hand.")
+    assert scan.task == "segmentation" and scan.classes == ["polyp"]
+    assert all("Original" in s.image for s in scan.samples)
+
+
+def test_one_image_folder_beside_annotation_folders_holds_the_classes(tmp_path):
+    """``images/Fractured``, ``images/Non_fractured`` beside ``Annotations/`` and
+    ``Utilities/``: the class folders are found below images/, and a table's columns named for
+    the body part imaged (hand, leg) are no findings."""
+    root = tmp_path / "atlas"
+    rows = []
+    for i in range(24):
+        label = "Fractured" if i % 2 else "Non_fractured"
+        _png(root / "images" / label / f"IMG{i:05d}.jpg", i, 32)
+        rows.append({"image_id": f"IMG{i:05d}.jpg", "hand": i % 3 == 0 and 1 or 0,
+                     "leg": int(i % 3 == 1), "fractured": i % 2})
+    (root / "Annotations" / "VOC").mkdir(parents=True)
+    (root / "Utilities").mkdir()
+    _csv(root / "dataset.csv", rows)
+    scan = scan_folder(root, "Radiographs of fractured and intact bones.")
+    kinds = {(t["task"], tuple(sorted(t["classes"]))) for t in scan.details["targets"]}
+    assert ("diagnosis", ("Fractured", "Non_fractured")) in kinds, kinds
+    names = {t.get("name") for t in scan.details["targets"]}
+    assert not names & {"hand", "leg"}, names
+    assert all(len({s.group for s in scan.samples}) > 3 for _ in [0])   # no class "cases"

@@ -35,13 +35,6 @@ SIZED_NAME = re.compile(r"xywh|width|\bw\b|size", re.I)
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 SPLIT_WORDS = re.compile(r"train(?:ing)?|val(?:id(?:ation)?)?|dev|test(?:ing)?", re.I)
 # findings a description may name for the boxes (singular names); more than one: none is used
-FINDINGS = [("nodule", r"nodules?"), ("lesion", r"lesions?"), ("tumour", r"tumou?rs?"),
-            ("mass", r"mass(?:es)?(?!\s+index)"), ("polyp", r"polyps?"), ("cyst", r"cysts?"),
-            ("metastasis", r"metastas[ie]s"), ("fracture", r"fractures?"),
-            ("aneurysm", r"aneurysms?"), ("haemorrhage", r"ha?emorrhages?"),
-            ("calcification", r"calcifications?"), ("opacity", r"opacit(?:y|ies)"),
-            ("mitosis", r"mitos[ie]s"), ("effusion", r"effusions?")]
-
 
 # --------------------------------------------------------------------------- shared
 def find_image(matcher: FileMatcher, value: object) -> Path | None:
@@ -63,14 +56,6 @@ def find_image(matcher: FileMatcher, value: object) -> Path | None:
         if found is not None and found.as_posix().lower().endswith("/" + joined.lower()):
             return found
     return None
-
-
-def described_finding(description: str) -> str:
-    """The one finding the description names for the boxes ('nodule' for "Lung nodule CT
-    scans"), or "" when it names none or several."""
-    text = description or ""
-    named = {name for name, pattern in FINDINGS if re.search(rf"\b(?:{pattern})\b", text, re.I)}
-    return named.pop() if len(named) == 1 else ""
 
 
 def coded_split(columns: list[str], rows: list[dict]) -> tuple[str | None, dict[str, str]]:

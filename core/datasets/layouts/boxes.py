@@ -23,13 +23,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from core.datasets.layouts.box_encodings import (LABEL_COLUMNS, cell_boxes, described_finding,
-                                                 find_image)
+from core.datasets.layouts.box_encodings import LABEL_COLUMNS, cell_boxes, find_image
 from core.datasets.layouts.box_world import centre_boxes
 from core.datasets.layouts.common import (SPLIT_COLUMNS, FileMatcher, build_result, candidate_files,
                                           common_parent, group_for, group_source, held_out_splits,
                                           load_json, split_cell, split_of_name)
-from core.datasets.layouts.tables import read_table
+from core.datasets.layouts.tables import described_finding, read_table
 from core.datasets.layouts.types import Sample
 
 # (x0, y0, x1 or w, y1 or h), z columns (start, end or depth), whether the third is a size

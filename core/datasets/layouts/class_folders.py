@@ -54,13 +54,28 @@ def _class_folder_samples(class_dir: Path, label: str, split: str,
     return samples, dimension, by_patient_folder
 
 
+def _holds_images(folder: Path, limit: int = 2000) -> bool:
+    """Whether an image file sits anywhere below ``folder`` (at most ``limit`` entries read)."""
+    seen = 0
+    for _dirpath, _dirs, files in os.walk(folder):
+        if any(is_image(f) for f in files):
+            return True
+        seen += len(files) + 1
+        if seen > limit:
+            return False
+    return False
+
+
 def scan_class_folders(root_path: Path, top_dirs: list[Path], top_files: list[Path],
                        description: str = "") -> ScanResult:
     """The class-folder reading of ``root_path``. Raises ScanError when no folder holds
     images."""
     base = root_path  # wrapper folders (``chest_xray/`` holding train/ test/) are descended
-    while len(top_dirs) == 1 and not any(is_image(f.name) for f in top_files) and \
-            top_dirs[0].name.lower() not in SPLIT_NAMES:
+    while not any(is_image(f.name) for f in top_files):
+        with_images = [d for d in top_dirs if _holds_images(d)]
+        if len(with_images) != 1 or with_images[0].name.lower() in SPLIT_NAMES:
+            break   # one folder holds every image (``images/`` beside ``Annotations/``): descend
+        top_dirs = with_images
         inner_dirs, inner_files = entries(top_dirs[0])
         if not inner_dirs or any(is_image(f.name) for f in inner_files):
             break  # a lone folder of images: one class (refused), not a wrapper

@@ -234,8 +234,8 @@ def _not_case_folders(samples: list) -> bool:
     groups = {s.group for s in samples}
     if len(samples) < 8:
         return False
-    if len(groups) == 1:
-        return True
+    if len(groups) == 1 or (len(groups) <= 3 and len(samples) >= 20):
+        return True   # two or three "cases" for 20 images: class or split folders
     for key in ("label", "split"):
         pairs = {(s.group, getattr(s, key)) for s in samples}
         if len(pairs) == len(groups) == len({getattr(s, key) for s in samples}):

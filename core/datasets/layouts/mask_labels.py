@@ -13,7 +13,7 @@ from pathlib import Path
 from core.datasets.layouts.common import load_json
 from core.datasets.layouts import links
 from core.datasets.layouts.mask_files import mask_values
-from core.datasets.layouts.tables import code_mapping
+from core.datasets.layouts.tables import code_mapping, described_finding
 
 
 def _names_from_mapping(data) -> list[str] | None:
@@ -103,7 +103,9 @@ def listed_names(description: str, count: int) -> list[str] | None:
         for run in re.finditer(r"(?:[A-Za-z][\w\- ]*?,\s*)+[A-Za-z][\w\- ]*?,?\s+and\s+"
                                r"[A-Za-z][\w\- ]*?(?=[.;:)]|$)", sentence):
             head, _, rest = run.group(0).partition(",")
-            head = re.split(r"\b(?:of|for|are|include|including|namely)\b|:", head)[-1]
+            head = re.split(r"\b(?:of|for|are|include[sd]?|including|namely|outlined|"
+                            r"delineated|contoured|segmented|annotated|marked|labell?ed|"
+                            r"drawn|traced|shows?)\b|:", head)[-1]
             items = [i.strip() for i in [head, *re.split(r",|\band\b", rest)] if i.strip()]
             names = [LIST_ITEM.match(i.strip()) for i in items]
             if len(items) == count and all(names):
@@ -185,7 +187,10 @@ def _binary_names(values: list[int], description: str, root: Path) -> list[str] 
     if match:
         return [match[1].strip()]
     found = labels_from_files(root)
-    return found[0][:1] if found and len(found[0]) == 1 else None
+    if found and len(found[0]) == 1:
+        return found[0][:1]
+    finding = described_finding(description)   # "each showing a polyp, outlined by hand"
+    return [finding] if finding else None
 
 
 def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[str], dict]:
@@ -216,6 +221,11 @@ def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[s
     described = _described(description, values)
     if described:
         return described[0], {**described[1], "mask_values": values}
+    finding = described_finding(description) if len(values) == 1 else ""
+    if finding:   # one foreground value, and the description names one finding
+        return [finding], {"label_source": "description (the one finding it names)",
+                           "mask_values": values,
+                           **({"label_values": values} if values != [1] else {})}
     facts = {"label_source": "mask values", "mask_values": values}
     if not values:
         return ["label_1"], facts

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.datasets.layouts.common import SPLITS, split_of_path
 from core.datasets.layouts import links
+from core.datasets.layouts.inventory import is_mask_folder
 from core.datasets.layouts.types import described_mask_affixes
 
 IMAGE_DIRS = ("images", "imagestr", "img", "image", "imgs", "volumes")
@@ -84,7 +85,12 @@ def _folder_sets(parent: Path, split: str) -> list[tuple[Path, Path | None, str]
             sets.append((sub["imagests"], sub.get("labelsts"), "test" if labelled_test else split))
         return sets
     image_dir = next((sub[n] for n in IMAGE_DIRS if n in sub), None)
-    mask_dir = next((sub[n] for n in MASK_DIRS if n in sub and sub[n] != image_dir), None)
+    mask_dir = next((sub[n] for n in MASK_DIRS if n in sub and sub[n] != image_dir), None) or \
+        next((d for n, d in sorted(sub.items()) if d != image_dir and is_mask_folder(d.name)),
+             None)
+    others = [d for d in sub.values() if d not in (image_dir, mask_dir)]
+    if image_dir is None and mask_dir is not None and len(others) == 1:
+        image_dir = others[0]   # ``Original/`` beside ``Ground Truth/``: the images
     return [(image_dir, mask_dir, split)] if image_dir else []
 
 

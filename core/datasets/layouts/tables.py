@@ -237,3 +237,22 @@ def described_column(description: str, columns: list[str], words: re.Pattern,
             if distance < best_distance:
                 best, best_distance = column, distance
     return best
+
+
+# the findings a description may name as the one thing marked (boxes, a binary mask)
+FINDINGS = [("nodule", r"nodules?"), ("lesion", r"lesions?"), ("tumour", r"tumou?rs?"),
+            ("mass", r"mass(?:es)?(?!\s+index)"), ("polyp", r"polyps?"), ("cyst", r"cysts?"),
+            ("metastasis", r"metastas[ie]s"), ("fracture", r"fractures?"),
+            ("aneurysm", r"aneurysms?"), ("haemorrhage", r"ha?emorrhages?"),
+            ("calcification", r"calcifications?"), ("opacity", r"opacit(?:y|ies)"),
+            ("mitosis", r"mitos[ie]s"), ("effusion", r"effusions?"),
+            ("nucleus", r"nucle(?:us|i)"), ("vessel", r"vessels?"), ("infarct", r"infarcts?"),
+            ("pneumothorax", r"pneumothora(?:x|ces)")]
+
+
+def described_finding(description: str) -> str:
+    """The one finding the description names for the boxes or a binary mask ('nodule' for "Lung nodule CT
+    scans"), or "" when it names none or several."""
+    text = description or ""
+    named = {name for name, pattern in FINDINGS if re.search(rf"\b(?:{pattern})\b", text, re.I)}
+    return named.pop() if len(named) == 1 else ""

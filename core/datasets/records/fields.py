@@ -35,7 +35,10 @@ ATTRIBUTE_NAME = re.compile(
     r"position|laterality|eye|side|site|institut\w*|hospital|cent(?:er|re)|scanner|manufacturer|vendor|"
     r"model|modality|body_?part\w*|data_?provider|provider|source|dataset|localization|"
     r"machine|device|station|protocol|dx_?type|orientation|reader|annotator|rater|fold|"
-    r"batch|part|shard|chunk|width|height|depth|channels?|format|image_?type|photometric\w*)$",
+    r"batch|part|shard|chunk|width|height|depth|channels?|format|image_?type|photometric\w*|"
+    # a column named for the body part imaged (FracAtlas: hand, leg, hip, shoulder 0/1)
+    r"hand|leg|hip|shoulder|knee|ankle|wrist|elbow|foot|feet|arm|forearm|finger|humerus|"
+    r"femur|pelvis|spine|skull|head|neck|chest|thorax|abdomen|body_?part)$",
     re.I)
 PATIENT_OWNED = re.compile(r"^(?:patient|subject|participant|person)[_\s]?"
                            r"(sex|gender|age|weight|size|height|birth\w*|name|position|"
