@@ -16,6 +16,8 @@ READ_RIGHT = {
     "busi", "picai", "roco",
     # batch 2 (first run: 2/10)
     "kermany_pneumonia", "aptos2019", "padchest", "deeplesion", "ct_rate", "totalsegmentator",
+    # batch 3 (first run: 0/10)
+    "cvc_clinicdb", "node21", "camus",
 }
 CASES = [c for c in cases_for("all") if c.key in READ_RIGHT]
 

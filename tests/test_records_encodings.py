@@ -233,3 +233,23 @@ def test_one_image_folder_beside_annotation_folders_holds_the_classes(tmp_path):
     names = {t.get("name") for t in scan.details["targets"]}
     assert not names & {"hand", "leg"}, names
     assert all(len({s.group for s in scan.samples}) > 3 for _ in [0])   # no class "cases"
+
+
+def test_a_box_table_beside_deep_images_with_a_presence_flag_and_2d_metaimages(tmp_path):
+    """NODE21-like: ``data/processed/metadata.csv`` beside ``data/processed/images/*.mha``
+    (2D MetaImage), boxes in x, y, width, height with a 0/1 ``label`` flag (0 0 0 0 for no
+    nodule): a 2D detection of the finding the description names, not of class '1'."""
+    import SimpleITK as sitk
+    folder = tmp_path / "nod" / "data" / "processed"
+    rows = []
+    for i in range(12):
+        (folder / "images").mkdir(parents=True, exist_ok=True)
+        sitk.WriteImage(sitk.GetImageFromArray(np.full((32, 32), i, np.int16)),
+                        str(folder / "images" / f"n{i:04d}.mha"))
+        box = (8, 9, 6, 6) if i % 3 else (0, 0, 0, 0)
+        rows.append({"img_name": f"n{i:04d}.mha", "x": box[0], "y": box[1], "width": box[2],
+                     "height": box[3], "label": int(bool(i % 3))})
+    _csv(folder / "metadata.csv", rows)
+    scan = scan_folder(tmp_path / "nod", "Chest radiographs; lung nodules are boxed.")
+    assert scan.task == "anomaly_detection" and scan.classes == ["nodule"]
+    assert scan.dimension == "2D" and len(scan.samples) == 12

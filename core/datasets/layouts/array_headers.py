@@ -1,7 +1,7 @@
 """Shapes of arrays read from their headers only (npy, npz, pt and, when trusted, pickles): what
 a scan needs to know about array files without loading them.
 
-May import: the standard library and numpy/torch only."""
+May import: the standard library, numpy/torch and SimpleITK only."""
 from __future__ import annotations
 
 import importlib
@@ -111,3 +111,18 @@ def npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
                 shape, _, dtype = reader(handle)
             out[info.filename[:-4]] = (tuple(shape), dtype)
     return out
+
+
+def header_dimension(path: Path) -> str:
+    """"2D" or "3D" from a NIfTI/MetaImage/NRRD/Analyze file's header (SimpleITK reads the
+    header only), "" when it cannot be read: a 2D .mha (NODE21) is not a volume because of its
+    suffix, and a 3D file of one slice is 2D."""
+    try:
+        import SimpleITK as sitk
+        reader = sitk.ImageFileReader()
+        reader.SetFileName(str(path))
+        reader.ReadImageInformation()
+        size = reader.GetSize()
+    except Exception:   # noqa: BLE001 - any unreadable header: no answer
+        return ""
+    return "2D" if len(size) == 2 or (len(size) == 3 and size[2] == 1) else "3D"

@@ -86,6 +86,9 @@ def _csv_boxes(table: Path, matcher: FileMatcher, skipped: list[str]) -> dict | 
         return None
     lower = {c.strip().lower(): c for c in columns}
     label_col = next((lower[c] for c in LABEL_COLUMNS if c in lower), None)
+    if label_col and {str(r.get(label_col, "")).strip() for r in rows[:5000]} <= \
+            {"0", "1", "0.0", "1.0", ""}:
+        label_col = None   # a 0/1 presence flag (NODE21's label), not the boxes' class name
     split_col = next((lower[c] for c in SPLIT_COLUMNS if c in lower), None)
     file_split = split_of_name(table.name)
     per_image: dict[Path, dict] = {}
@@ -258,19 +261,32 @@ def boxes_result(root: Path, found: dict, images: list[Path], skipped: list[str]
                         or None)
 
 
+def _tables_near_images(root: Path, images: list[Path], description: str) -> list[Path]:
+    """The CSV files to try: candidate_files, then those in the folder holding every image and
+    the folders above it up to ``root`` (``cxr_images/processed_data/metadata.csv`` beside
+    ``cxr_images/processed_data/images/``)."""
+    found = candidate_files(root, (".csv",), description)
+    folder = common_parent(images[:5000], root)
+    while folder != root and root in folder.parents:
+        found += [p for p in sorted(folder.glob("*.csv")) if p.is_file() and p not in found]
+        folder = folder.parent
+    return found
+
+
 def scan_boxes(root: Path, images: list[Path], description: str = ""):
     """ScanResult for a box CSV or COCO-style JSON (the first that matches), or None."""
-    if not images or not candidate_files(root, (".csv", ".json"), description):
+    tables = _tables_near_images(root, images, description) if images else []
+    if not images or not (tables or candidate_files(root, (".json",), description)):
         return None
     matcher = FileMatcher(images, root)
-    for table in candidate_files(root, (".csv",), description):
+    for table in tables:
         skipped: list[str] = []
         found = _csv_boxes(table, matcher, skipped) or \
             cell_boxes(table, matcher, images, skipped) or \
             centre_boxes(table, matcher, images, root, skipped)
         if found:
             if not found["details"]["label_column"]:
-                _name_boxes(found, table, candidate_files(root, (".csv",), description), matcher)
+                _name_boxes(found, table, tables, matcher)
                 _name_from_description(found, description)
             return boxes_result(root, found, images, skipped)
     coco = []

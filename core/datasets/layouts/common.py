@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from core.datasets.layouts import links
+from core.datasets.layouts.array_headers import header_dimension
 from core.datasets.layouts.types import FORMAT_OF_SUFFIX, ScanResult, group_of, image_suffix
 
 SPLITS = {"train": "train", "training": "train", "tr": "train", "val": "val", "valid": "val",
@@ -259,6 +260,8 @@ def build_result(root: Path, layout: str, task: str, samples: list, num_files: i
     fmt = FORMAT_OF_SUFFIX.get(suffixes.most_common(1)[0][0], "") if suffixes else ""
     if three_d is None:
         three_d = fmt in ("nifti", "nrrd", "mha", "analyze")
+        if three_d and first and first[0].is_file():   # the header says, not the suffix
+            three_d = header_dimension(first[0]) != "2D"
     counts = Counter(s.label for s in samples)
     splits = {s.split for s in samples}
     return ScanResult(

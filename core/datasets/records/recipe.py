@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.datasets.layouts.array_headers import array_shape, dimension_of_shape
+from core.datasets.layouts.array_headers import array_shape, dimension_of_shape, header_dimension
 from core.datasets.layouts.common import (SPLITS, common_parent, group_for, group_source,
                                           held_out_splits, shared_folders)
 from core.datasets.layouts.label_table_ids import IdMatcher
@@ -171,6 +171,8 @@ def _where(source: Source, number: int) -> str:
 
 
 def _dimension(paths: list[Path], fmt: str) -> str:
+    if fmt in ("nifti", "nrrd", "mha", "analyze") and paths and paths[0].is_file():
+        return header_dimension(paths[0]) or "3D"   # the header says, not the suffix
     if fmt in ("nifti", "nrrd", "mha", "analyze", "slices"):
         return "3D"
     if fmt in ("npy", "npz", "pt") and paths:
