@@ -4,7 +4,7 @@ each folder follows, the documentation used, what a clinician would type (dataca
 and chat request) and the expected reading, which lives only here, never in a dataset folder.
 
 Run with ``python -m bench.generality.run --batch 2`` (``--batch all`` runs both batches).
-Generators: ``batch2_2d.py`` and ``batch2_3d.py``.
+Generators: ``batch2_2d.py``, ``batch2_2d_more.py`` and ``batch2_3d.py``.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import csv
 from pathlib import Path
 
 from . import batch2_2d as b2
+from . import batch2_2d_more as b2m
 from . import batch2_3d as b3
 from .cases import Case, Expected
 
@@ -140,7 +141,7 @@ CASES2: list[Case] = [
         docs="Staal et al., IEEE TMI 23(4):501, 2004; drive.grand-challenge.org and the original "
              "DRIVE.zip (training|test/images/NN_<split>.tif, 1st_manual/NN_manual1.gif, "
              "2nd_manual/ (test), mask/NN_<split>_mask.gif)",
-        make=b2.make_drive, name="DRIVE",
+        make=b2m.make_drive, name="DRIVE",
         layout="training/ and test/ with images/*.tif, 1st_manual/*.gif vessel masks, mask/*.gif "
                "field-of-view masks, test/2nd_manual/",
         description="DRIVE retinal fundus photographs from a Dutch diabetic retinopathy "
@@ -161,7 +162,7 @@ CASES2: list[Case] = [
              "TCIA.2016.7O02S9CY (mass_/calc_case_description_{train,test}_set.csv with image, "
              "cropped and ROI mask file paths; pathology MALIGNANT/BENIGN/"
              "BENIGN_WITHOUT_CALLBACK)",
-        make=b2.make_cbis_ddsm, name="CBIS-DDSM-extract",
+        make=b2m.make_cbis_ddsm, name="CBIS-DDSM-extract",
         layout="TCIA DICOM tree per image (<Mass|Calc>-<Training|Test>_P_#####_<side>_<view>"
                "[_N]/<study UID>/<series UID>/00000N.dcm) + four case description CSVs",
         description="CBIS-DDSM scanned film mammograms (DICOM) with the masses and "
@@ -183,7 +184,7 @@ CASES2: list[Case] = [
              "README (Images_png/<patient>_<study>_<series>/<slice>.png, HU = value - 32768; "
              "DL_info.csv with Bounding_boxes 'x1, y1, x2, y2', Coarse_lesion_type, "
              "Train_Val_Test)",
-        make=b2.make_deeplesion, name="DeepLesion-extract",
+        make=b2m.make_deeplesion, name="DeepLesion-extract",
         layout="16-bit PNG slices per series folder + DL_info.csv, one row per lesion with the "
                "box as a quoted 'x1, y1, x2, y2' string",
         description="DeepLesion CT slices from the NIH Clinical Center with the lesions "
@@ -196,7 +197,7 @@ CASES2: list[Case] = [
             count=lambda r: len({row["File_name"] for row in _rows(r / "DL_info.csv")}),
             grouping="Patient_index", split_ships=True,
             alternates=[{"task": "anomaly_detection",
-                         "classes": list(b2.DL_TYPES.values())}],
+                         "classes": list(b2m.DL_TYPES.values())}],
             note="the key slice is one of 5 slices in its series folder; Coarse_lesion_type is "
                  "-1 for the whole training split"),
     ),
