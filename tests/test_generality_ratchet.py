@@ -17,7 +17,7 @@ READ_RIGHT = {
     # batch 2 (first run: 2/10)
     "kermany_pneumonia", "aptos2019", "padchest", "deeplesion", "ct_rate", "totalsegmentator",
     # batch 3 (first run: 0/10)
-    "cvc_clinicdb", "node21", "camus",
+    "cvc_clinicdb", "node21", "fracatlas", "camus",
 }
 CASES = [c for c in cases_for("all") if c.key in READ_RIGHT]
 

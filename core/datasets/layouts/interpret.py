@@ -243,8 +243,42 @@ def read_all(root: Path, description: str = "", declared_tasks: list[str] | None
             _score(reading, hints, inv, prior, set(declared_tasks or []))
         readings.append(reading)
     _same_target(readings)
+    _corroborated(readings)
     readings.sort(key=lambda r: (bool(r.refused) or r.scan is None, -r.score))
     return readings, inv
+
+
+CORROBORATED = 0.1   # two independent sources giving one partition: worth a mention
+
+
+def _partition(scan: ScanResult) -> dict[str, str] | None:
+    """image -> label of a single-label diagnosis reading (None for any other reading)."""
+    if scan.task != "diagnosis" or any(s.labels is not None for s in scan.samples):
+        return None
+    return {str(s.image): s.label for s in scan.samples if isinstance(s.image, str)}
+
+
+def _corroborated(readings: list[Reading]) -> None:
+    """Two diagnosis readings from different sources (class folders and a table's column) that
+    split the same images the same way (one-to-one labels, e.g. ``Fractured/`` and
+    ``fractured = 1``) confirm each other: both score a little higher, so that an unrelated
+    field of the table (``hardware``) is a second target rather than a close call."""
+    live = [r for r in readings if r.scan is not None and not r.refused]
+    parts = {id(r): _partition(r.scan) for r in live}
+    lifted: set[int] = set()
+    for i, a in enumerate(live):
+        for b in live[i + 1:]:
+            pa, pb = parts[id(a)], parts[id(b)]
+            if not pa or not pb or a.reader.split("::")[0] == b.reader.split("::")[0] or \
+                    len(pa) < 8 or pa.keys() != pb.keys():
+                continue
+            pairs = {(pa[k], pb[k]) for k in pa}
+            if len(pairs) == len({x for x, _ in pairs}) == len({y for _, y in pairs}) >= 2:
+                for r in (a, b):
+                    if id(r) not in lifted:
+                        r.score = round(r.score + CORROBORATED, 4)
+                        lifted.add(id(r))
+                        r.scan.details["corroborated_by"] = (b if r is a else a).reader
 
 
 def _label_key(scan: ScanResult) -> tuple[str, str] | None:
@@ -361,7 +395,8 @@ def choose(readings: list[Reading], root: Path, choice: str | int | None = None
                                 f"the folder {root}; register it again and choose a reading")
             picked = found[0]
     best = viable[0]
-    runner = viable[1] if len(viable) > 1 else None
+    runner = next((r for r in viable[1:]   # a reading that confirms the best is no rival
+                   if r.scan.details.get("corroborated_by") != best.reader), None)
     why = ""
     if best.coverage < LOW_COVERAGE:
         why = (f"the best reading explains only {best.coverage:.0%} of the files")

@@ -43,6 +43,7 @@ ATTRIBUTE_NAME = re.compile(
 PATIENT_OWNED = re.compile(r"^(?:patient|subject|participant|person)[_\s]?"
                            r"(sex|gender|age|weight|size|height|birth\w*|name|position|"
                            r"orientation|comments?|race|ethnic\w*|bmi|status)$", re.I)
+COUNT_NAME = re.compile(r"count|number|^num_|_num$|^n_|^nb_|total", re.I)
 MEASURE_NAME = re.compile(r"age|score|size|volume|weight|height|bmi|year|time|days?|count|"
                           r"spacing|thickness|area|length|diameter|dose|duration|survival|"
                           r"months|pixel|width|depth|frames?|number|num_|\bn_", re.I)
@@ -121,7 +122,10 @@ def _role(name: str, values: list, n_rows: int) -> str:
         return "constant"
     kinds = [binary_value(v) for v in texts]
     if None not in kinds and "pos" in kinds and ("neg" in kinds or "blank" in kinds):
-        # 1/0, or 1 and blanks (CheXpert: a blank is a finding not mentioned)
+        # 1/0, or 1 and blanks (CheXpert: a blank is a finding not mentioned); a count that
+        # happens to be 0/1 here (fracture_count, num_lesions) is a measure
+        if COUNT_NAME.search(bare) and not LABEL_NAME.search(bare):
+            return "measure"
         return "finding" if not ATTRIBUTE_NAME.match(bare) else "attribute"
     if len(distinct) == 1:
         return "constant"
