@@ -138,10 +138,9 @@ def write_list_index(scan: ScanResult, datapath: str | Path, template: str,
     split = make_split(scan, test_fraction, seed, keep_existing_split, caps)
     _check_both_sides(scan, split)
     datapath = Path(datapath)
-    maps = {}
-    if template == "segmentation":  # one mask file per structure -> one label map per case
-        merged, maps = _label_maps(split.train + split.test, scan.classes, datapath)
-        split.train, split.test = merged[:len(split.train)], merged[len(split.train):]
+    # cases with one mask file per structure -> one label map each (others unchanged)
+    merged, maps = _label_maps(split.train + split.test, scan.classes, datapath)
+    split.train, split.test = merged[:len(split.train)], merged[len(split.train):]
     values = scan.details.get("label_values")
     train = [_entry(s, template, scan.classes, values) for s in split.train]
     test = [_entry(s, template, scan.classes, values) for s in split.test]
@@ -177,9 +176,7 @@ def write_test_index(scan: ScanResult, datapath: str | Path, template: str) -> d
     if template == "diagnosis":
         test = {sample_key(s): s.label_list() for s in scan.samples}
     else:
-        samples = scan.samples
-        if template == "segmentation":
-            samples, _ = _label_maps(samples, scan.classes, datapath)
+        samples, _ = _label_maps(scan.samples, scan.classes, datapath)
         values = scan.details.get("label_values")
         test = [_entry(s, template, scan.classes, values) for s in samples]
     multi = any(s.labels is not None for s in scan.samples)

@@ -28,7 +28,7 @@ import numpy as np
 
 from core.datasets.layouts.box_encodings import group_column, label_column
 from core.datasets.layouts.common import FileMatcher, split_of_name
-from core.datasets.layouts.inventory import kind_of, stem_of_name
+from core.datasets.layouts.inventory import is_mask_path, stem_of_name
 from core.datasets.layouts.tables import read_table
 from core.datasets.layouts.types import image_suffix
 
@@ -74,7 +74,7 @@ def geometry(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 def _stems(images: list[Path], root: Path) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     for path in images:
-        if kind_of(path.name, path.relative_to(root).parent.parts) != "segmentation":
+        if not is_mask_path(path.relative_to(root)):
             out.setdefault(stem_of_name(path.name).lower(), []).append(path)
     return out
 

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from core.datasets.layouts.common import split_of_name, ungroup_shared_folders
 from core.datasets.layouts.hints import Hints, read_hints
-from core.datasets.layouts.inventory import Inventory, is_mask_folder, kind_of, take_inventory
+from core.datasets.layouts.inventory import (Inventory, is_mask_folder, is_mask_path,
+                                              take_inventory)
 from core.datasets.layouts.known_formats import describe, recognised
 from core.datasets.layouts.readers import LABEL_TABLE_PRIOR, PRIOR, READERS, reading_formats
 from core.datasets.layouts.types import ScanError, ScanResult, entries
@@ -93,7 +94,7 @@ def _explained(scan: ScanResult, inv: Inventory) -> int:
         folder = inv.folders.get("" if rel == "." else rel)
         if folder is not None and not os.path.isfile(ref):  # a folder of slices or a series
             count += sum(n for k, n in folder.items() if k in IMAGE_KINDS)
-        elif kind_of(os.path.basename(ref), tuple(Path(rel).parent.parts)) != "segmentation":
+        elif not is_mask_path(rel):
             count += 1
     return count
 
@@ -126,8 +127,7 @@ def _degenerate(scan: ScanResult) -> str:
         return (f"the 'classes' {', '.join(scan.classes[:4])} are numbered parts, shards or "
                 "download pieces of the data, not labels")
     images = [s.image if isinstance(s.image, str) else "" for s in scan.samples[:2000]]
-    masks = sum(kind_of(os.path.basename(i), tuple(Path(i).parent.parts)) == "segmentation"
-                for i in images if i)
+    masks = sum(is_mask_path(i) for i in images if i)
     if masks and masks >= 0.2 * len(images):
         return (f"{masks} of its images are mask files (named or stored as masks): the reading "
                 "labels masks as if they were images")
@@ -253,8 +253,9 @@ CORROBORATED = 0.1   # two independent sources giving one partition: worth a men
 
 def _partition(scan: ScanResult) -> dict[str, str] | None:
     """image -> label of a single-label diagnosis reading (None for any other reading)."""
-    if scan.task != "diagnosis" or any(s.labels is not None for s in scan.samples):
-        return None
+    if any(s.labels is not None for s in scan.samples) or \
+            not all(s.label in scan.classes for s in scan.samples):
+        return None   # not a single-label class reading (boxes, masks, reports, multi-label)
     return {str(s.image): s.label for s in scan.samples if isinstance(s.image, str)}
 
 

@@ -81,6 +81,12 @@ def kind_of(name: str, folder_parts: tuple[str, ...] = ()) -> str:
     return kind
 
 
+def is_mask_path(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` is named or filed as a mask (see kind_of)."""
+    path = Path(path)
+    return kind_of(path.name, tuple(path.parent.parts)) == "segmentation"
+
+
 @dataclass
 class Inventory:
     root: Path

@@ -39,9 +39,9 @@ from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.records.sources import Source
 
-ROLES = {"class": "diagnosis", "finding": "diagnosis", "one_hot": "diagnosis",
-         "findings": "diagnosis", "labels": "diagnosis", "mask": "segmentation", "annotations": "anomaly_detection",
-         "report": "report_generation"}
+LABEL_ROLES = ("class", "finding", "one_hot", "findings", "labels")   # values are classes
+ROLES = {**{role: "diagnosis" for role in LABEL_ROLES}, "mask": "segmentation",
+         "annotations": "anomaly_detection", "report": "report_generation"}
 LAYOUT_OF_TASK = {"diagnosis": "label_table", "segmentation": "image_mask_folders",
                   "anomaly_detection": "box_table", "report_generation": "report_table"}
 MATCHES = ("path", "id")
@@ -265,16 +265,16 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     if unlabelled:
         skipped.append(f"{unlabelled} rows of {source.name} have no usable value of "
                        f"{recipe.name or ', '.join(recipe.fields)}; left out")
-    task = recipe.task
-    if task == "diagnosis":
+    task, mask_facts = recipe.task, {}
+    if recipe.role in LABEL_ROLES:
         counts = Counter(l for s in samples for l in s.label_list()) \
             if recipe.role in ("findings", "labels") else Counter(s.label for s in samples)
         ordered = [v for v in recipe.values.values() if v and v in counts]
         classes = list(dict.fromkeys(ordered + sorted(counts)))
-    elif task == "anomaly_detection":
+    elif recipe.role == "annotations":
         counts = Counter(l for s in samples for l in s.extra.get("labels", []))
         classes = sorted(counts)
-    elif task == "segmentation":
+    elif recipe.role == "mask":
         names, mask_facts = (mask_names or (lambda masks: (["lesion"], {})))(
             [Path(s.extra["label_path"]) for s in samples])
         classes, counts = names, Counter({n: len(samples) for n in names})
@@ -297,8 +297,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                "described": source.kind == "names", "source_kind": source.kind,
                "sheet": source.name.rpartition("#")[2] if "#" in source.name else None,
                **({"channels": channels} if channels else {})}
-    if task == "segmentation":
-        details.update(mask_facts)
+    details.update(mask_facts)
     skipped += [f"{p}: not listed in {source.name}" for p in images  # (nor its slice folder)
                 if str(p) not in listed and os.path.dirname(p) not in listed][:MAX_LISTED]
     return ScanResult(

@@ -37,11 +37,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from core.datasets.layouts.inventory import kind_of
+from core.datasets.layouts.inventory import is_mask_path
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, code_mapping, described_column
 from core.datasets.records.fields import MISSING, FieldInfo, binary_value, profile
-from core.datasets.records.recipe import Recipe
+from core.datasets.records.recipe import LABEL_ROLES, Recipe
 from core.datasets.records.sources import Source
 
 MASK_FIELD = re.compile(r"mask|seg|label_?path|annotation_?path|gt|ground_?truth|roi", re.I)
@@ -239,7 +239,7 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
 def described_field(recipes: list[Recipe], description: str) -> str | None:
     """The field of one of ``recipes`` the description names as the label ("label column:
     outcome", "'aclDiagnosis' holds the label"), or None."""
-    fields = [r.fields[0] for r in recipes if r.task == "diagnosis" and len(r.fields) == 1]
+    fields = [r.fields[0] for r in recipes if r.role in LABEL_ROLES and len(r.fields) == 1]
     return described_column(description, fields, LABEL_WORDS) if description and fields \
         else None
 
@@ -256,7 +256,7 @@ def _in_reading_order(recipes: list[Recipe], infos: dict[str, FieldInfo],
                       description: str) -> list[Recipe]:
     """The diagnosis recipes in the order a reader picks a label (see the module docstring),
     the others after them as they came."""
-    diagnosis = [r for r in recipes if r.task == "diagnosis"]
+    diagnosis = [r for r in recipes if r.role in LABEL_ROLES]
     described = described_field(diagnosis, description)
     several = [r for r in diagnosis if len(r.fields) > 1]
 
@@ -273,7 +273,7 @@ def _in_reading_order(recipes: list[Recipe], infos: dict[str, FieldInfo],
         return (3, -_mentioned(description, info), info.distinct if info else 0, position)
 
     ordered = [r for _, r in sorted(enumerate(diagnosis), key=key)]
-    return ordered + [r for r in recipes if r.task != "diagnosis"]
+    return ordered + [r for r in recipes if r.role not in LABEL_ROLES]
 
 
 def _named_in(name: str, description: str) -> bool:
@@ -283,7 +283,7 @@ def _named_in(name: str, description: str) -> bool:
 
 
 def is_mask_file(path: str) -> bool:
-    return kind_of(Path(path).name, tuple(Path(path).parent.parts)) == "segmentation"
+    return is_mask_path(path)
 
 
 def negative_name(name: str) -> bool:
