@@ -197,6 +197,16 @@ def _on_grid(parts: list[tuple[np.ndarray, dict]]) -> list[np.ndarray] | None:
     return out
 
 
+def _resized(arr: np.ndarray, shape: tuple) -> np.ndarray:
+    """A (C, H, W) array resized (bilinear) to ``shape`` (H, W)."""
+    if tuple(arr.shape[1:]) == tuple(shape):
+        return arr
+    from scipy.ndimage import zoom
+    factors = [1.0] + [t / s for t, s in zip(shape, arr.shape[1:])]
+    out = zoom(arr.astype(np.float32), factors, order=1)
+    return out[:, :shape[0], :shape[1]]
+
+
 def read_image(ref: Any, allow_pickle: bool = False) -> tuple[np.ndarray, dict]:
     """Read an index image reference (see the module docstring) -> (float32 array (C,
     *spatial), meta). Channel lists are stacked on the channel axis; their spatial shapes must
@@ -209,7 +219,12 @@ def read_image(ref: Any, allow_pickle: bool = False) -> tuple[np.ndarray, dict]:
         affines = [_affine(m) for _, m in parts]
         moved = any(a is not None and affines[0] is not None and
                     not np.allclose(a, affines[0], atol=1e-3) for a in affines[1:])
-        if len(set(shapes)) > 1 or moved:
+        if len(set(shapes)) > 1 and all(len(s) == 2 for s in shapes) and not moved:
+            # 2D views of one record (left and right fundus, CC and MLO): each resized onto
+            # the first one's size, as the loader resizes every image anyway
+            parts = [(_resized(a, shapes[0]), m) for a, m in parts]
+            resampled = [Path(r).name for r, s in zip(parsed, shapes) if s != shapes[0]]
+        elif len(set(shapes)) > 1 or moved:
             # sequences of one exam on other grids (ADC, high b-value beside T2): resampled
             # onto the first channel's grid in world coordinates, as MRI pipelines do
             arrays = _on_grid(parts)
@@ -225,6 +240,7 @@ def read_image(ref: Any, allow_pickle: bool = False) -> tuple[np.ndarray, dict]:
         arr = np.concatenate([a for a, _ in parts], axis=0)
         meta = dict(parts[0][1])
         meta["channels_from"] = len(parsed)
+        meta["channel_counts"] = [int(a.shape[0]) for a, _ in parts]
         if resampled:
             meta["resampled_channels"] = resampled
     else:

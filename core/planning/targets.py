@@ -21,6 +21,7 @@ from core.planning.words import GENERIC_CLASS_WORDS, norm, words
 
 IMAGE_LEVEL = -0.5     # "detect X" served by image-level labels of X
 FIELD_POINTS = 1.5     # the request names the target's field
+NAMED_WORD_POINTS = 0.2   # each further word of the field's name or meaning the request says
 
 
 def target_card(card: Datacard, target: dict) -> Datacard:
@@ -33,10 +34,19 @@ def target_card(card: Datacard, target: dict) -> Datacard:
     return card.model_copy(update=update)
 
 
-def field_words(target: dict) -> set[str]:
-    name = str(target.get("name") or "")
-    name = re.sub(r"([a-z])([A-Z])", r"\1 \2", name).replace("_", " ")
-    return words(name) - {norm(w) for w in STOPWORDS} - GENERIC_CLASS_WORDS
+def field_words(target: dict, description: str = "") -> set[str]:
+    """The words of the target's field name (``probSevere`` -> prob, severe) and of the
+    description's clause that says what the field means ("probSevere means intubation or death
+    within one month")."""
+    raw = str(target.get("name") or "")
+    name = re.sub(r"([a-z])([A-Z])", r"\1 \2", raw).replace("_", " ")
+    found = words(name)
+    if description and len(raw) >= 3:
+        pattern = re.compile(r"(?<![\w])" + re.escape(raw) + r"(?![\w])", re.I)
+        for clause in re.split(r"[.;\n]+(?:\s|$)", description):
+            if pattern.search(clause):
+                found |= words(clause)
+    return found - {norm(w) for w in STOPWORDS} - GENERIC_CLASS_WORDS
 
 
 def short_classes_named(intent: Intent, target: dict) -> list[str]:
@@ -57,13 +67,16 @@ def target_intent(intent: Intent, target: dict) -> tuple[Intent, float, str]:
     return intent, 0.0, ""
 
 
-def bind_bonus(intent: Intent, request_words: set[str], target: dict) -> tuple[float, list[str]]:
+def bind_bonus(intent: Intent, request_words: set[str], target: dict,
+               description: str = "") -> tuple[float, list[str]]:
     points, reasons = 0.0, []
-    named = field_words(target) & request_words
+    own = field_words(target, description)
+    named = own & request_words
     if named:
-        share = len(named) / max(1, len(field_words(target)))
-        points += FIELD_POINTS * max(share, 0.5)
-        reasons.append(f"target field {target.get('name')!r} named in the request")
+        share = len(named) / max(1, len(own))
+        points += FIELD_POINTS * max(share, 0.5) + NAMED_WORD_POINTS * (len(named) - 1)
+        reasons.append(f"target field {target.get('name')!r} named in the request "
+                       f"({', '.join(sorted(named))})")
     short = short_classes_named(intent, target)
     if short:
         points += 1.0
@@ -82,7 +95,8 @@ def best_target(intent: Intent, card: Datacard, available: bool, score_card, req
     for rank, target in enumerate(targets):
         judged, extra, why = target_intent(intent, target)
         cand = score_card(judged, target_card(card, target), available)
-        bonus, reasons = bind_bonus(intent, request_words, target)
+        bonus, reasons = bind_bonus(intent, request_words, target,
+                                    str(getattr(card, "description", "") or ""))
         if bonus and not cand.eligible and cand.differences and all(
                 d.startswith("nothing specific") for d in cand.differences):
             cand.eligible, cand.differences = True, []   # the field name ties it

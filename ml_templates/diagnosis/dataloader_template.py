@@ -51,6 +51,11 @@ class _ReadImage:
         img = torch.from_numpy(array)
         if meta.get("stacked_slices"):
             img = img.movedim(-1, 1)
+        counts = meta.get("channel_counts") or []
+        if len(counts) == IN_CHANNELS and sum(counts) == img.shape[0] != IN_CHANNELS:
+            # views of one record (left and right fundus), each RGB: one gray channel a view
+            img = torch.cat([part[:3].mean(0, keepdim=True)
+                             for part in torch.split(img, counts, dim=0)], dim=0)
         if img.shape[0] != IN_CHANNELS:  # RGB(A) -> gray, or gray -> repeated
             img = img[:3].mean(0, keepdim=True).repeat(IN_CHANNELS, *[1] * (img.ndim - 1))
         return img

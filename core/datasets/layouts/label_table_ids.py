@@ -45,6 +45,7 @@ class IdMatcher:
         self.images = images
         self._exact: dict[str, Path | None] = {}   # None: several files share the key
         self._dirs: dict[str, Path | None] = {}
+        self.members: dict[Path, list[Path]] = {}   # a folder's 2D images, in name order
         folders = set()
         prefix = os.path.join(str(root), "")  # string slicing: relative_to is slow at 100k files
         for path in images:
@@ -59,6 +60,7 @@ class IdMatcher:
                     self._add(self._exact, f"{head}/{form}" if head else form, path)
             if len(parts) > 1 and not VOLUME_NAME.search(parts[-1]):
                 folders.add(path.parent)   # a folder of 2D slices is a scan; of volumes, not
+                self.members.setdefault(path.parent, []).append(path)
         for folder in folders:
             parts = folder.relative_to(root).as_posix().lower().split("/")
             for k in range(1, len(parts) + 1):

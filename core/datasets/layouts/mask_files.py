@@ -79,13 +79,15 @@ def geometry_problem(images: list[Path], mask: Path) -> str:
     if got is None:
         return ""
     kind, mask_shape = got[0], spatial_shape(got[1])
-    for image in images:
+    for number, image in enumerate(images):
         seen = header_shape(image)
         if seen is None or seen[0] != kind:
             continue
         shape = spatial_shape(seen[1])
         if len(shape) == len(mask_shape) + 1:  # a 4D image holding its channels (Decathlon)
             shape = shape[:-1]
+        if number and len(shape) == 3 and len(mask_shape) == 3:
+            continue   # a further 3D channel on its own grid is resampled onto the first's
         if shape != mask_shape:
             return (f"mask shape {mask_shape} differs from image shape {shape} ({image.name}); "
                     "the mask must be on the image's grid")

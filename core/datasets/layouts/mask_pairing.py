@@ -22,7 +22,7 @@ MASK_DIRS = ("masks", "labelstr", "label", "labels", "mask", "segmentation_masks
 CHANNEL_SUFFIX = re.compile(r"[_-](?P<ch>\d{4}|t1c?e?|t1gd|t1n|t2w?|t2f|flair|adc|dwi|pd|ct|pet|"
                             r"ch\d+)$", re.I)
 IMAGE_WORD = re.compile(r"[_-](?:img|image)$", re.I)
-MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|label|labels|gt|"
+MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|labels|gt|"
                          r"annotation)$", re.I)
 
 
@@ -186,6 +186,36 @@ def _lone_mask_case(folder: Path, files: list[Path], root: Path) -> Case | None:
     for path in sorted(others):
         case.channels[stem_of(path).lower() if len(others) > 1 else ""] = path
     return case
+
+
+def derivative_cases(root: Path, images: list[Path]) -> tuple[list[Case], list[Path]]:
+    """Cases of a BIDS dataset whose masks sit in ``derivatives/`` (ISLES 2022:
+    ``derivatives/sub-X/ses-1/sub-X_ses-1_msk.nii.gz`` for ``sub-X/ses-1/dwi/sub-X_ses-1_dwi``,
+    ``_adc`` and ``anat/..._FLAIR``): paired by the subject and session entities, the rest of
+    each image name its channel; and the images left over."""
+    derived = next((d for n, d in _subdirs(root).items() if n == "derivatives"), None)
+    if derived is None:
+        return [], []
+    masks: dict[str, list[Path]] = defaultdict(list)
+    for path in images:
+        key = BIDS_KEY.match(stem_of(path).lower())
+        if key and derived in path.parents and mask_base(stem_of(path)):
+            masks[key.group(1)].append(path)
+    cases: dict[str, Case] = {}
+    leftover: list[Path] = []
+    for path in sorted(images):
+        if derived in path.parents:
+            continue
+        stem = stem_of(path)
+        key = BIDS_KEY.match(stem.lower())
+        if not key or len(masks.get(key.group(1), [])) != 1:
+            leftover.append(path)
+            continue
+        channel = stem[key.end():].lstrip("_-").lower() or "image"
+        case = cases.setdefault(key.group(1), Case(key.group(1), masks[key.group(1)][0],
+                                                   split_of_path(path, root)))
+        case.channels.setdefault(channel, path)
+    return [cases[k] for k in sorted(cases)], leftover
 
 
 def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]]:

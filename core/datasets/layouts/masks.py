@@ -38,8 +38,8 @@ from core.datasets.layouts.common import (build_result, common_parent, group_for
                                           group_source, held_out_splits, load_json)
 from core.datasets.layouts.mask_files import geometry_problem, header_shape, spatial_shape
 from core.datasets.layouts.mask_labels import label_names, segment_values
-from core.datasets.layouts.mask_pairing import (Case, find_folder_sets, pair_folder, stem_of,
-                                                suffix_cases)
+from core.datasets.layouts.mask_pairing import (Case, derivative_cases, find_folder_sets,
+                                                pair_folder, stem_of, suffix_cases)
 from core.datasets.layouts.types import Sample, ScanError
 
 SEGMENT_WORDS = re.compile(r"segment|mask|delineat|contour", re.I)
@@ -51,7 +51,7 @@ def _consistent_channels(cases: list[Case], skipped: list[str]) -> tuple[list[Ca
     """Cases holding the channel set most cases have (in sorted order); others are skipped."""
     sets = Counter(frozenset(c.channels) for c in cases)
     reference = sorted(sets.items(), key=lambda kv: (-kv[1], sorted(kv[0])))[0][0]
-    order = sorted(reference)
+    order = _on_mask_grid_first(sorted(reference), cases)
     kept = []
     for case in cases:
         missing = sorted(reference - set(case.channels))
@@ -64,6 +64,19 @@ def _consistent_channels(cases: list[Case], skipped: list[str]) -> tuple[list[Ca
         case.channels = {c: case.channels[c] for c in order}
         kept.append(case)
     return kept, order
+
+
+def _on_mask_grid_first(order: list[str], cases: list[Case]) -> list[str]:
+    """Channels on the mask's grid first: the others (a finer FLAIR beside DWI and ADC) are
+    resampled onto the first channel's grid when read (core.imaging.image_io)."""
+    first = next((c for c in cases if set(order) <= set(c.channels)), None)
+    mask = header_shape(first.mask) if first is not None and len(order) > 1 else None
+    if mask is None:
+        return order
+    shape = spatial_shape(mask[1])
+    on_grid = [ch for ch in order
+               if (seen := header_shape(first.channels[ch])) and spatial_shape(seen[1]) == shape]
+    return on_grid + [ch for ch in order if ch not in on_grid] if on_grid else order
 
 
 def _check_geometry(cases: list[Case], skipped: list[str]) -> tuple[list[Case], int]:
@@ -165,6 +178,17 @@ def scan_sibling_folders(root: Path, images: list[Path], description: str = ""):
     return _result(root, ordered, images, skipped, description, details)
 
 
+def scan_derivative_masks(root: Path, images: list[Path], description: str = ""):
+    """ScanResult for a BIDS dataset with its masks in ``derivatives/``, or None."""
+    cases, leftover = derivative_cases(root, images)
+    if len(cases) < 2:
+        return None
+    skipped = [f"{p}: no mask of its subject and session in derivatives/; unlabeled, not used"
+               for p in leftover]
+    return _result(root, cases, images, skipped, description,
+                   {"variant": "bids_derivatives", "unlabeled": len(leftover)})
+
+
 def scan_suffix_masks(root: Path, images: list[Path], description: str = ""):
     """ScanResult for masks named ``<image>_seg/_mask/_label`` beside their images (one folder
     per case, BraTS style, or many cases per folder), or None."""
@@ -193,4 +217,5 @@ def classification_only(description: str) -> bool:
 def scan_masks(root: Path, images: list[Path], description: str = ""):
     """The first segmentation variant that fits (sibling folders, then masks beside images)."""
     return scan_sibling_folders(root, images, description) or \
+        scan_derivative_masks(root, images, description) or \
         scan_suffix_masks(root, images, description)

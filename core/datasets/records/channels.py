@@ -54,10 +54,15 @@ def channel_units(hits: list[Path]) -> list[Path | dict[str, Path]]:
     return units
 
 
-def choose_channels(units: list[dict[str, Path]]) -> tuple[list[str], list[str]]:
-    """(the channels every sample uses, in a fixed order; why some were left out)."""
+def choose_channels(units: list[dict[str, Path]], keep_order: list[str] | None = None
+                    ) -> tuple[list[str], list[str]]:
+    """(the channels every sample uses, in a fixed order; why some were left out). Views a
+    record's fields name (``keep_order``) stay in the fields' order."""
     if not units:
         return [], []
+    if keep_order and all(set(u) <= set(keep_order) for u in units):
+        common = [f for f in keep_order if sum(f in u for u in units) >= 0.9 * len(units)]
+        return common, []
     counts = Counter(ch for u in units for ch in u)
     common = [ch for ch, n in counts.items() if n >= 0.9 * len(units)]
     notes = []

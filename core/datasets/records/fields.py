@@ -43,6 +43,7 @@ ATTRIBUTE_NAME = re.compile(
 PATIENT_OWNED = re.compile(r"^(?:patient|subject|participant|person)[_\s]?"
                            r"(sex|gender|age|weight|size|height|birth\w*|name|position|"
                            r"orientation|comments?|race|ethnic\w*|bmi|status)$", re.I)
+ID_NAME = re.compile(r"(?:record|row|image|sample|item)?[ _]?(?:id|uid|identifier|key|no\.?)", re.I)
 COUNT_NAME = re.compile(r"count|number|^num_|_num$|^n_|^nb_|total", re.I)
 MEASURE_NAME = re.compile(r"age|score|size|volume|weight|height|bmi|year|time|days?|count|"
                           r"spacing|thickness|area|length|diameter|dose|duration|survival|"
@@ -53,8 +54,8 @@ COORD_NAME = re.compile(r"^(?:x|y|z|w|h|d|x[0-2]|y[0-2]|z[0-2]|[xyz]_?(?:min|max
 LABEL_NAME = re.compile(r"label|finding|diagnos|class|target|category|outcome|grade|"
                         r"stage|subtype|type|dx|result|status|disease|abnormal|group", re.I)
 TEXT_NAME = re.compile(r"report|finding|impression|text|caption|note|conclusion|summary", re.I)
-LIST_SEP = re.compile(r"\s*[|;]\s*")
-LABEL_SEP = re.compile(r"\s*[|;,]\s*")   # in a labels field a quoted "A,B" is two labels too
+LIST_SEP = re.compile(r"\s*[|;，；、]\s*")   # full-width comma and semicolon, ideographic comma
+LABEL_SEP = re.compile(r"\s*[|;,，；、]\s*")   # in a labels field a quoted "A,B" is two labels too
 MAX_CLASSES = 60
 
 
@@ -152,6 +153,8 @@ def _role(name: str, values: list, n_rows: int) -> str:
             return "labels"
     if STUDY_NAME.search(bare) and not LABEL_NAME.search(bare):
         return "study"
+    if ID_NAME.fullmatch(bare) and len(distinct) == len(filled) and len(filled) >= 4:
+        return "id"   # an integer record number named ID is not a measure
     if numeric:
         integers = all(re.fullmatch(r"-?\d+(?:\.0+)?", v) for v in present)
         if MEASURE_NAME.search(bare) and not LABEL_NAME.search(bare):
@@ -182,3 +185,18 @@ def profile(records: list[dict], limit: int = 20_000) -> dict[str, FieldInfo]:
         out[name] = FieldInfo(name, role, len(plain), len(counts),
                               [v for v, _ in counts.most_common(3)], counts)
     return out
+
+
+# the two outcomes of a binary reading, negative first, as a description may name them
+POLARITY = [("normal", "abnormal"), ("negative", "positive"), ("benign", "malignant"),
+            ("healthy", "diseased"), ("absent", "present"), ("non-severe", "severe"),
+            ("not severe", "severe"), ("no", "yes"), ("false", "true")]
+
+
+def polarity_pair(description: str) -> tuple[str, str] | None:
+    """(negative, positive) class names the description uses for a binary reading."""
+    for neg, pos in POLARITY:
+        if all(re.search(r"(?<![\w-])" + re.escape(w) + r"(?![\w-])", description or "", re.I)
+               for w in (neg, pos)):
+            return neg, pos
+    return None

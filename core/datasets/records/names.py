@@ -5,7 +5,9 @@ put a grade or a class word in a fixed part of the name. A part of the names bec
 (``name part -1`` is the last ``_``/``-`` separated part of the stem) only when the datacard
 description says what its values mean — codes the description names ("the last digit is the
 reading (0 normal, 1 TB)") or the words themselves, in a sentence that calls them a label — so that follow-up numbers, slice indices, views
-and ids are never read as labels by themselves.
+and ids are never read as labels by themselves. A part of the image's folder name that is one
+of the two outcomes of a binary reading (MURA's ``study1_positive`` / ``study2_negative``) is a
+field without a description: those words say what they are.
 
 May import: core.datasets.layouts (tables, types), core.datasets.records.sources.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from core.datasets.layouts.tables import code_mapping
 from core.datasets.layouts.types import image_suffix
+from core.datasets.records.fields import POLARITY
 from core.datasets.records.sources import Source
 
 SOURCE_NAME = "file names"
@@ -28,6 +31,12 @@ MAX_VALUES = 10
 def _parts(path: Path) -> list[str]:
     stem = path.name[: -len(image_suffix(path.name))] if image_suffix(path.name) else path.stem
     return [p for p in re.split(r"[_\-\s]+", stem) if p]
+
+
+def _folder_part(path: Path, position: int) -> str:
+    """A ``_``/``-`` separated part of the image's folder's name, when it has several."""
+    parts = [p for p in re.split(r"[_\-\s]+", path.parent.name) if p]
+    return parts[position] if len(parts) >= 2 else ""
 
 
 LABEL_WORD = re.compile(r"\b(?:label\w*|class\w*|diagnos\w*|reading|finding\w*|grade\w*|"
@@ -53,8 +62,8 @@ def _described(values: list[str], description: str) -> bool:
 
 def name_sources(root: Path, images: list[Path], description: str) -> list[Source]:
     """The file-name source (one record per image) when a part of the names is described as a
-    label; [] otherwise."""
-    if not description or len(images) < 4:
+    label, or a folder name part is a binary outcome; [] otherwise."""
+    if len(images) < 4:
         return []
     parts = [_parts(p) for p in images]
     fields: dict[str, list[str]] = {}
@@ -70,6 +79,12 @@ def name_sources(root: Path, images: list[Path], description: str) -> list[Sourc
                 0.9 * len(images):
             continue   # the name repeats its class folder: the folders are the reading
         fields[f"name part {position}"] = column
+    for position in (-1, 0):   # a study folder named for its reading: study1_positive
+        column = [_folder_part(p, position) for p in images]
+        counts = Counter(c.lower() for c in column if c)
+        if sum(counts.values()) >= 0.9 * len(images) and min(counts.values(), default=0) >= 2 \
+                and any(set(counts) == set(pair) for pair in POLARITY):
+            fields[f"folder name part {position}"] = [c.lower() for c in column]
     if not fields:
         return []
     records = [{"__file__": p.relative_to(root).as_posix(),

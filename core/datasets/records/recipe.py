@@ -37,6 +37,7 @@ from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, Sc
                                          image_suffix)
 from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.records.fields import binary_value, split_labels
+from core.datasets.records.folders import IMAGES, folder_images
 from core.datasets.records.sources import Source
 
 LABEL_ROLES = ("class", "finding", "one_hot", "findings", "labels")   # values are classes
@@ -64,6 +65,12 @@ class Recipe:
     split_field: str = ""
     name: str = ""
     version: int = 1
+    # more fields naming images of the same record (ODIR's Left-Fundus and Right-Fundus): each
+    # image is a sample with the record's label
+    extra_image_fields: list[str] = field(default_factory=list)
+    # a record naming a folder: ``scan`` (its 2D images are the slices of one volume) or
+    # ``images`` (a study: each image is a sample with the record's label); see records.folders
+    folders: str = ""
 
     @property
     def task(self) -> str:
@@ -94,10 +101,18 @@ class Recipe:
                                                    for v in values.values()):
             raise RecipeError(f"{where}: values must map raw values to class names (or null "
                               "to leave those rows out)")
+        more = data.get("extra_image_fields") or []
+        if isinstance(more, str):
+            more = [more]
+        folders = str(data.get("folders") or "")
+        if folders not in ("", "scan", "images"):
+            raise RecipeError(f"{where}: folders {folders!r} is not 'scan' (a folder's 2D "
+                              "images are one volume) or 'images' (each is a sample)")
         return cls(str(data["source"]), str(data["image_field"]), data["role"],
                    [str(f) for f in fields], data.get("match", "path"),
                    {str(k): v for k, v in values.items()}, str(data.get("group_field") or ""),
-                   str(data.get("split_field") or ""), str(data.get("name") or ""))
+                   str(data.get("split_field") or ""), str(data.get("name") or ""),
+                   extra_image_fields=[str(f) for f in more], folders=folders)
 
 
 def load_recipe(path: str | os.PathLike) -> Recipe:
@@ -181,6 +196,54 @@ def _dimension(paths: list[Path], fmt: str) -> str:
     return "2D"
 
 
+def _split_from_folders(entries: list[dict], root: Path) -> None:
+    """Each entry's split from a split folder in its path (``MURA-v1.1/valid/...``) when
+    every image sits under one and more than one split occurs; else left as it is."""
+    found = []
+    for e in entries:
+        try:
+            parts = e["path"].relative_to(root).parent.parts
+        except ValueError:
+            return
+        found.append(next((SPLITS[p.lower()] for p in parts if p.lower() in SPLITS), ""))
+    if all(found) and len(set(found)) > 1 and set(found) & {"test", "val"}:
+        for e, split in zip(entries, found):
+            e["split"] = split
+
+
+def _images_named(recipe: Recipe, record: dict, matcher: IdMatcher) -> list[Path]:
+    """The image files (or slice folders) a record names in its image field(s); a study
+    folder's images one by one when the recipe says folders are studies."""
+    out: list[Path] = []
+    for name in [recipe.image_field, *recipe.extra_image_fields]:
+        ref = record.get(name, "")
+        hits = matcher.find(ref, recipe.match == "id") if ref else []
+        hits = [h for h in hits if h.is_file()] if recipe.match == "id" else hits
+        for hit in hits:
+            if recipe.folders == IMAGES and hit.is_dir():
+                out += [p for p in folder_images(hit, matcher.members) if p not in out]
+            elif hit not in out:
+                out.append(hit)
+    return out
+
+
+def _units(recipe: Recipe, record: dict, hits: list[Path], matcher: IdMatcher) -> list:
+    """The samples a record's images make: the views its image fields name as the channels of
+    one sample ({field: path}; every view named once), else each image, or the sequences of one
+    exam as channels (records.channels)."""
+    if recipe.role == "mask":
+        return hits
+    if recipe.extra_image_fields:
+        views = {}
+        for name in [recipe.image_field, *recipe.extra_image_fields]:
+            ref = record.get(name, "")
+            found = matcher.find(ref, recipe.match == "id") if ref else []
+            if len(found) == 1:
+                views[name] = found[0]
+        return [views] if len(views) >= 2 else list(views.values())
+    return channel_units(hits)
+
+
 def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                  matcher: IdMatcher | None = None, mask_names=None,
                  mask_matcher: IdMatcher | None = None) -> ScanResult:
@@ -192,8 +255,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     skipped, unmatched, conflicts, unlabelled = [], [], {}, 0
     for number, record in enumerate(source.records):
         ref = record.get(recipe.image_field, "")
-        hits = matcher.find(ref, recipe.match == "id") if ref else []
-        hits = [h for h in hits if h.is_file()] if recipe.match == "id" else hits
+        hits = _images_named(recipe, record, matcher)
         if not hits:
             unmatched.append(f"{_where(source, number)}: {str(ref)[:80]!r} names no image file")
             continue
@@ -212,7 +274,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
             if recipe.group_field else ""
         split = str(record.get(recipe.split_field, "") or "").strip().lower() \
             if recipe.split_field else ""
-        for unit in channel_units(hits) if recipe.role != "mask" else hits:
+        for unit in _units(recipe, record, hits, matcher):
             path = unit if isinstance(unit, Path) else next(iter(sorted(unit.values())))
             key = str(path) if isinstance(unit, Path) else \
                 "|".join(str(p) for p in sorted(unit.values()))
@@ -228,13 +290,16 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                             "group": group, "split": split,
                             "channels": None if isinstance(unit, Path) else unit}
     entries = {k: e for k, e in entries.items() if not e.get("conflict")}
-    channels, notes = choose_channels([e["channels"] for e in entries.values() if e["channels"]])
+    if not recipe.split_field:   # no split field: the split folders the images sit in
+        _split_from_folders(list(entries.values()), root)
+    channels, notes = choose_channels([e["channels"] for e in entries.values() if e["channels"]],
+                                      keep_order=[recipe.image_field, *recipe.extra_image_fields])
     skipped += notes
     for k, e in list(entries.items()):
         if e["channels"] is not None:
             if not all(ch in e["channels"] for ch in channels):
-                skipped.append(f"{e['path'].parent.name}/{e['path'].name}: the exam lacks "
-                               f"sequence(s) {', '.join(c for c in channels if c not in e['channels'])}"
+                skipped.append(f"{e['path'].parent.name}/{e['path'].name}: its record lacks "
+                               f"channel(s) {', '.join(c for c in channels if c not in e['channels'])}"
                                "; left out")
                 del entries[k]
                 continue

@@ -40,7 +40,9 @@ from pathlib import Path
 from core.datasets.layouts.inventory import is_mask_path
 from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, code_mapping, described_column
-from core.datasets.records.fields import MISSING, FieldInfo, binary_value, profile
+from core.datasets.records.fields import (MISSING, FieldInfo, binary_value, polarity_pair,
+                                          profile)
+from core.datasets.records.folders import folder_reading
 from core.datasets.records.recipe import LABEL_ROLES, Recipe
 from core.datasets.records.sources import Source
 
@@ -95,12 +97,22 @@ def image_field(source: Source, matcher: IdMatcher, infos: dict[str, FieldInfo]
                 missed.append((rows, name, use_ids))
                 continue
             score = (len(named), not use_ids)
-            if best is None or score > best[0]:
+            if best is None or _better(score, best[0]):
                 best = (score, name, "id" if use_ids else "path", named, several)
             break
     if best is None and len(source.records) > len(sample):
         best = _over_every_row(source, matcher, missed)
     return best[1:] if best else None
+
+
+def _better(score: tuple[int, bool], than: tuple[int, bool]) -> bool:
+    """A field naming images by path beats one naming them by id unless the id names more
+    than twice as many (ODIR's ``Left-Fundus`` over its patient ``ID``, which names both eyes:
+    the other eye's field is read beside it)."""
+    (count, by_path), (other, other_by_path) = score, than
+    if by_path != other_by_path:
+        return count * 2 >= other if by_path else count > 2 * other
+    return score > than
 
 
 def _over_every_row(source: Source, matcher: IdMatcher, missed: list) -> tuple | None:
@@ -116,6 +128,29 @@ def _over_every_row(source: Source, matcher: IdMatcher, missed: list) -> tuple |
             if best is None or score > best[0]:
                 best = (score, name, "id" if use_ids else "path", named, several)
     return best
+
+
+# fields without a name of their own: a header-less column, a part of the file or folder names
+UNNAMED = re.compile(r"column_?\d+|unnamed:? ?\d+|field_?\d+|col_?\d+|\d+|"
+                     r"(?:folder )?name part -?\d+", re.I)
+
+def _more_image_fields(source: Source, matcher: IdMatcher, infos: dict[str, FieldInfo],
+                       image: str, match: str, named: set[str]) -> list[str]:
+    """Other fields of the same records that name other images the same way (ODIR's
+    ``Right-Fundus`` beside ``Left-Fundus``; a mammogram table's CC and MLO views)."""
+    out, seen = [], set(named)
+    sample = source.records[:PROBE]
+    for name, info in infos.items():
+        if name == image or info.role not in ("id", "other", "study", "class") or \
+                MASK_FIELD.search(name):
+            continue
+        values = [r.get(name, "") for r in sample]
+        filled = sum(1 for v in values if not isinstance(v, list) and str(v).strip())
+        rows, hits, _ = _resolved(matcher, values, match == "id")
+        if rows >= max(2, 0.3 * filled) and len(hits) >= MIN_IMAGES and not hits & seen:
+            out.append(name)
+            seen |= hits
+    return out
 
 
 def _group_field(infos: dict[str, FieldInfo], image: str, match: str, several: bool,
@@ -180,19 +215,27 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
     found = image_field(source, matcher, infos)
     if found is None:
         return []
-    image, match, _named, several = found
+    image, match, named, several = found
+    more = _more_image_fields(source, matcher, infos, image, match, named)
     group = _group_field(infos, image, match, several, description)
+    if more and not group:   # one row per patient or eye pair: its images are one group
+        group = next((n for n, i in infos.items() if i.role in ("id", "study") and
+                      n not in (image, *more)), "")
     split = next((n for n, i in infos.items() if i.role == "split"), "")
+    folders = [Path(p) for p in named if Path(p).is_dir()]
     base = dict(source=source.name, image_field=image, match=match, group_field=group,
-                split_field=split)
+                split_field=split, extra_image_fields=more,
+                folders=folder_reading(folders, matcher.members, description) if folders
+                else "")
+    image_fields = {image, *more}
     out: list[Recipe] = []
     binary = [n for n, i in infos.items() if i.role == "finding" and
-              n not in (image, group, split) and not CODE_FIELD.match(n.strip())]
+              n not in (*image_fields, group, split) and not CODE_FIELD.match(n.strip())]
     findings = [n for n in binary if not negative_name(n)]
     one_hot = len(binary) >= 2 and _exactly_one(source.records, binary)
     blanks = len(binary) >= 3   # a one-column-per-finding table: blank = not mentioned
     for name, info in infos.items():
-        if name in (image, group, split):
+        if name in (*image_fields, group, split):
             continue
         described = _class_values(info, description) if info.role == "finding" else {}
         if info.role == "finding" and (CODE_FIELD.match(name.strip()) or (name in findings and any(
@@ -200,6 +243,14 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
             # 0/1 codes of a label field, or codes the description names ("0 normal, 1 TB"):
             # classes, not a finding
             out.append(Recipe(**base, role="class", fields=[name], name=name, values=described))
+        elif info.role == "finding" and UNNAMED.fullmatch(name.strip()):
+            # a header-less 0/1 column: classes named as the description names the two
+            # outcomes ("labelled normal or abnormal"), else by their values
+            pair = polarity_pair(description)
+            values = {raw: {"neg": pair[0], "pos": pair[1]}.get(binary_value(raw) or "")
+                      if pair else raw if binary_value(raw) in ("pos", "neg") else None
+                      for raw in info.counts}
+            out.append(Recipe(**base, role="class", fields=[name], name=name, values=values))
         elif info.role == "finding" and name in findings:
             out.append(Recipe(**base, role="finding", fields=[name], name=name,
                               values=_finding_values(name, info, blanks)))

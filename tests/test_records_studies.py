@@ -1,0 +1,128 @@
+"""Labels that belong to more than one image, as public datasets ship them (each folder here is
+invented; bench/generality has the public layouts): a header-less table naming study folders
+whose radiographs share the study's label, a study folder named for its reading, the two
+views a record names in two fields as one sample, label lists joined by a full-width comma, and
+patient folders below body-part folders as the grouping."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from core.datasets.layouts.dispatch import scan_folder
+from core.datasets.records.folders import IMAGES, SCAN, folder_reading
+from core.datasets.records.reading import scan_with_recipe
+from core.datasets.records.recipe import Recipe
+
+
+def _png(path: Path, value: int, size: tuple[int, int] = (24, 24)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(value)
+    Image.fromarray(rng.integers(0, 255, size[::-1], dtype=np.uint8)).save(path)
+
+
+def _studies(root: Path, header_less: bool = True, named: bool = False) -> int:
+    """``<split>/<part>/patientNNN/studyK[_positive|_negative]/imageJ.png`` and a header-less
+    ``<split>_studies.csv`` of ``<study folder>/,1|0``; returns the number of images."""
+    images, k = 0, 0
+    for split, patients in (("train", range(12)), ("valid", range(12, 16))):
+        lines = []
+        for p in patients:
+            for s in range(2):
+                label = (p + s) % 2
+                suffix = ("_positive" if label else "_negative") if named else ""
+                study = f"{split}/{['XR_HAND', 'XR_KNEE'][p % 2]}/patient{p:03d}/study{s + 1}{suffix}"
+                for j in range(1 + (p + s) % 3):
+                    _png(root / study / f"image{j + 1}.png", k, (24 + 4 * j, 24))
+                    k += 1
+                    images += 1
+                lines.append(f"{study}/,{label}")
+        text = "\n".join(lines) + "\n"
+        (root / f"{split}_studies.csv").write_text(text if header_less else "path,label\n" + text)
+    return images
+
+
+def test_a_table_naming_study_folders_labels_each_image_of_the_study(tmp_path):
+    n = _studies(tmp_path / "xr")
+    scan = scan_folder(tmp_path / "xr", "Hand and knee radiographs; each study is normal or "
+                                         "abnormal.")
+    assert scan.task == "diagnosis" and scan.dimension == "2D"
+    assert sorted(scan.classes) == ["abnormal", "normal"], scan.classes   # named, not column_2
+    assert len(scan.samples) == n
+    assert all(Path(s.image).is_file() for s in scan.samples)   # images, not slice folders
+    assert scan.details["recipe"]["folders"] == IMAGES
+    # grouped by the patient folder below the body-part folder; the split folders are kept
+    groups = {s.group for s in scan.samples}
+    assert len(groups) == 16 and all(g.startswith("patient") for g in groups)
+    assert {s.split for s in scan.samples} == {"train", "test"}
+
+
+def test_a_study_folder_named_for_its_reading_is_a_label_without_a_description(tmp_path):
+    n = _studies(tmp_path / "xr", named=True)
+    for table in (tmp_path / "xr").glob("*.csv"):
+        table.unlink()
+    scan = scan_folder(tmp_path / "xr", "")
+    assert sorted(scan.classes) == ["negative", "positive"] and len(scan.samples) == n
+
+
+def test_folders_of_slices_stay_scans(tmp_path):
+    members = {}
+    for i in range(3):
+        folder = tmp_path / f"s{i}"
+        members[folder] = [folder / f"slice_{n}.png" for n in range(3)]
+    assert folder_reading(list(members), members, "") == SCAN
+    studies = {tmp_path / f"study{i}": [tmp_path / f"study{i}" / "a.png"] for i in range(3)}
+    assert folder_reading(list(studies), studies, "") == IMAGES
+    plain = {tmp_path / f"c{i}": [tmp_path / f"c{i}" / "a.png"] for i in range(3)}
+    assert folder_reading(list(plain), plain, "chest CT volumes") == SCAN
+    assert folder_reading(list(plain), plain, "knee radiographs") == IMAGES
+
+
+def test_two_views_a_row_names_are_one_sample_and_full_width_commas_split_labels(tmp_path):
+    root = tmp_path / "fundus"
+    rows = []
+    for i in range(24):
+        _png(root / "Training Images" / f"{i}_left.jpg", 2 * i)
+        _png(root / "Training Images" / f"{i}_right.jpg", 2 * i + 1, (28, 26))
+        rows.append({"ID": str(i), "Left-Fundus": f"{i}_left.jpg",
+                     "Right-Fundus": f"{i}_right.jpg",
+                     "Left-Keywords": ["normal fundus", "cataract，glaucoma", "drusen"][i % 3],
+                     "N": int(i % 3 == 0), "C": int(i % 3 == 1), "G": int(i % 3 == 1),
+                     "A": int(i % 3 == 2)})
+    for i in range(6):
+        _png(root / "Testing Images" / f"{100 + i}_left.jpg", 200 + i)
+    with open(root / "data.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    scan = scan_folder(root, "Colour fundus photographs of both eyes, labelled per patient.")
+    targets = {t["name"]: t for t in scan.details["targets"]}
+    findings = targets["findings"]
+    assert findings["num_samples"] == 24 and sorted(findings["classes"]) == ["A", "C", "G", "N"]
+    assert findings["recipe"]["extra_image_fields"] == ["Right-Fundus"]
+    keywords = targets["Left-Keywords"]
+    assert "cataract" in keywords["classes"] and "glaucoma" in keywords["classes"]
+    assert not any("，" in c for c in keywords["classes"])
+    # applied: each sample is the two views, left first, grouped by the row's ID
+    chosen = scan_with_recipe(root, Recipe.from_json(findings["recipe"]))
+    assert len(chosen.samples) == 24 and chosen.details["channels"] == ["Left-Fundus",
+                                                                        "Right-Fundus"]
+    first = chosen.samples[0]
+    assert isinstance(first.image, list) and len(first.image) == 2
+    assert first.image[0].endswith("_left.jpg") and first.image[1].endswith("_right.jpg")
+    assert len({s.group for s in chosen.samples}) == 24
+
+
+def test_recipe_keeps_views_and_folder_reading_through_json():
+    recipe = Recipe("t.csv", "left", "class", ["dx"], extra_image_fields=["right"],
+                    folders=IMAGES)
+    back = Recipe.from_json(recipe.to_json())
+    assert back.extra_image_fields == ["right"] and back.folders == IMAGES
+    try:
+        Recipe.from_json({**recipe.to_json(), "folders": "volume"})
+    except ValueError as exc:
+        assert "folders" in str(exc)
+    else:
+        raise AssertionError("an unknown folders value must be refused")
