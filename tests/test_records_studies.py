@@ -12,7 +12,7 @@ import numpy as np
 from PIL import Image
 
 from core.datasets.layouts.dispatch import scan_folder
-from core.datasets.records.folders import IMAGES, SCAN, folder_reading
+from core.datasets.layouts.study_folders import IMAGES, SCAN, folder_reading
 from core.datasets.records.reading import scan_with_recipe
 from core.datasets.records.recipe import Recipe
 

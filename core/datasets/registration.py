@@ -159,6 +159,9 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     card.allow_pickle = allow_pickle or card.allow_pickle or bool(
         existing and not replaced_builtin and existing.card.allow_pickle)
     v = validate(scan, description, limits, card.allow_pickle)
+    if v.errors and interpretation is None and recipe is None and not fields:
+        scan, card, v = _next_usable_reading(path, scan, card, v, name, description, source,
+                                             limits)
     pickle_errors, pickle_warnings = pickle_check(scan, card.allow_pickle)
     errors, warnings = v.errors + pickle_errors, v.warnings + pickle_warnings
     if replaced_builtin:
@@ -175,6 +178,36 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
     result.update(status="registered", name=card.name, datacard_path=str(card_path),
                   validation_path=str(report_path))
     return result
+
+
+MAX_FALLBACKS = 4   # further readings tried when the best one cannot be used
+
+
+def _next_usable_reading(path: str, scan, card: Datacard, v: Validation, name: str,
+                         description: str, source: str, limits: Limits):
+    """The best reading fails validation (a class of one patient, too few images to split):
+    the next targets, in the card's order, until one passes — the user is told which reading
+    was used and why the first was not. (scan, card, validation) as they are when none does."""
+    first = scan.details.get("target") or scan.details.get("reader") or scan.layout
+    tried = 0
+    for target in scan.details.get("targets", [])[1:]:
+        if tried >= MAX_FALLBACKS or not target.get("id") or target["id"] == first:
+            continue
+        tried += 1
+        try:
+            other = scan_folder(path, description, target["id"])
+            other_card = draft_datacard(other, name, description, source)
+        except (ScanError, DatacardError):
+            continue
+        other_v = validate(other, description, limits, card.allow_pickle)
+        if not other_v.errors:
+            other_v.warnings.insert(0, f"the best reading ({first}) cannot be used: "
+                                       f"{v.errors[0]}; registered the next usable one, "
+                                       f"{target['id']} (pick another with --interpretation "
+                                       "or on the Datasets page)")
+            other_card.allow_pickle = card.allow_pickle
+            return other, other_card, other_v
+    return scan, card, v
 
 
 def _with_other_targets(new: list, old: list) -> list:

@@ -39,6 +39,22 @@ BOX_SETS = [(("x", "y", "w", "h"), ("z", "d"), True),
             (("xmin", "ymin", "xmax", "ymax"), ("zmin", "zmax"), False)]
 
 
+
+CLASS_WORD = re.compile(r"(?:^|[_\s])(?:type|class|category|label|finding|kind)s?$", re.I)
+
+
+def _named_class_column(rows: list[dict], columns: list[str]) -> str | None:
+    """A column named for the boxes' class (BCCD's ``cell_type``: RBC, WBC, Platelets): its
+    name ends in type/class/category/label, its values are a few names, not numbers."""
+    for column in columns:
+        if not CLASS_WORD.search(column.strip()):
+            continue
+        values = {str(r.get(column, "")).strip() for r in rows[:5000]} - {""}
+        if 1 <= len(values) <= 60 and not all(v.replace(".", "", 1).isdigit() for v in values):
+            return column
+    return None
+
+
 def _corners(values: list[float], sized: bool) -> list[float]:
     """[x0, y0, (z0,) x1, y1, (z1)] from starts + sizes or from corners."""
     half = len(values) // 2
@@ -85,7 +101,8 @@ def _csv_boxes(table: Path, matcher: FileMatcher, skipped: list[str]) -> dict | 
     if hits[image_col] < 0.8 * min(len(rows), 2000):
         return None
     lower = {c.strip().lower(): c for c in columns}
-    label_col = next((lower[c] for c in LABEL_COLUMNS if c in lower), None)
+    label_col = next((lower[c] for c in LABEL_COLUMNS if c in lower), None) or \
+        _named_class_column(rows, [c for c in columns if c != image_col and c not in box_cols])
     if label_col and {str(r.get(label_col, "")).strip() for r in rows[:5000]} <= \
             {"0", "1", "0.0", "1.0", ""}:
         label_col = None   # a 0/1 presence flag (NODE21's label), not the boxes' class name

@@ -6,7 +6,7 @@ A folder is a class only when its siblings are classes too: a lone folder (``sca
 ``images/``) is a container, not a class, and a reading with fewer than two classes is refused
 by the interpretation step.
 
-May import: core.datasets.layouts.types, .inventory.
+May import: core.datasets.layouts.types, .inventory, .common, .study_folders.
 """
 from __future__ import annotations
 
@@ -14,14 +14,26 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from core.datasets.layouts.inventory import is_mask_stem, stem_of_name
+from core.datasets.layouts.common import GENERIC_DIRS
+from core.datasets.layouts.inventory import is_mask_folder, is_mask_stem, stem_of_name
+from core.datasets.layouts.study_folders import IMAGES, folder_reading
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, SPLIT_NAMES, Sample, ScanError,
                                          ScanResult, entries, entry_names, group_of,
                                          image_suffix, is_image)
 
 
-def _class_folder_samples(class_dir: Path, label: str, split: str,
-                          skipped: list[str]) -> tuple[list[Sample], str, int]:
+def _flat_images(scan_dir: Path, slice_files: list, description: str) -> bool:
+    """Whether a sub-folder's images are 2D images of the class, not the slices of one scan:
+    an ``images/`` folder (``COVID/images/`` beside ``COVID/masks/``), or a study of separate
+    radiographs (layouts.study_folders' reading: names, sizes, the description's modality)."""
+    if scan_dir.name.lower() in GENERIC_DIRS:
+        return True
+    members = {scan_dir: [f for f in slice_files if is_image(f.name)]}
+    return folder_reading([scan_dir], members, description) == IMAGES
+
+
+def _class_folder_samples(class_dir: Path, label: str, split: str, skipped: list[str],
+                          description: str = "") -> tuple[list[Sample], str, int]:
     """Samples of one class folder: its image files (2D), its sub-folders of slices (one 3D
     sample each), or patient folders holding one sub-folder of slices per scan
     (``CLASS/<patient>/<scan>/``, CC-CCII), whose scans share the patient's group. Returns
@@ -38,6 +50,17 @@ def _class_folder_samples(class_dir: Path, label: str, split: str,
     dimension, by_patient_folder = "2D", 0
     for scan_dir in sub_dirs:  # one sub-folder per scan holding its slices -> one 3D sample
         scan_dirs, slice_files = entries(scan_dir)
+        if is_mask_folder(scan_dir.name):
+            skipped.append(f"{scan_dir}: masks, not images of class {label}")
+            continue
+        if any(is_image(f.name) for f in slice_files) and \
+                _flat_images(scan_dir, slice_files, description):
+            samples.extend(Sample(str(f), label, group_of(f.name)[0]
+                                  if scan_dir.name.lower() in GENERIC_DIRS else
+                                  f"{label}/{scan_dir.name}", split)
+                           for f in slice_files if is_image(f.name) and
+                           not is_mask_stem(stem_of_name(f.name)))
+            continue
         if any(is_image(f.name) for f in slice_files):
             group, _ = group_of(scan_dir)
             samples.append(Sample(str(scan_dir), label, group, split))
@@ -94,7 +117,7 @@ def scan_class_folders(root_path: Path, top_dirs: list[Path], top_files: list[Pa
                        if is_image(f.name) and parent == base and split_dirs == [])
         for class_dir in class_dirs:
             found, dim, grouped_here = _class_folder_samples(class_dir, class_dir.name, split,
-                                                             skipped)
+                                                             skipped, description)
             by_patient_folder += grouped_here
             if found:
                 samples.extend(found)

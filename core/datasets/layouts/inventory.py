@@ -38,7 +38,9 @@ KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "i
 for _suffix in DICOM_SUFFIXES:
     KIND_OF_SUFFIX[_suffix] = "dicom"
 MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|labels|gt|annotation)"
-                       r"(?:[_\-.][a-z0-9]+)?$|^segmentation$|^mask$|^label$)", re.I)
+                       r"(?:[_\-.][a-z0-9]+)?$|^segmentation$|^mask$|^label$|"
+                       # the mask word first, a case id after it (LiTS segmentation-12)
+                       r"^(?:seg|segmentation|mask|gt|msk)[_\-.][a-z]*\d[\w\-]*$)", re.I)
 MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|ground[_\s-]?truth|"
                          r"segmentation_masks|annotations?_masks?)$", re.I)
 

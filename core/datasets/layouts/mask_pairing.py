@@ -218,6 +218,36 @@ def derivative_cases(root: Path, images: list[Path]) -> tuple[list[Case], list[P
     return [cases[k] for k in sorted(cases)], leftover
 
 
+# the mask word first and the image's word first, one case id after them (LiTS:
+# ``volume-12.nii`` + ``segmentation-12.nii`` in one folder)
+MASK_PREFIX = re.compile(r"^(?:seg|segmentation|mask|gt|msk)[_\-.](?P<id>[A-Za-z]*\d[\w\-]*)$",
+                         re.I)
+IMAGE_PREFIX = re.compile(r"^(?:volume|vol|image|img|scan|ct|mr|mri|data)[_\-.](?P<id>.+)$",
+                          re.I)
+
+
+def _prefix_cases(files: list[Path], root: Path) -> tuple[list[Case], list[Path]]:
+    """Cases of one folder whose masks and images are named ``<word>-<id>``; (cases, rest)."""
+    masks = {}
+    for path in files:
+        match = MASK_PREFIX.match(stem_of(path))
+        if match:
+            masks.setdefault(match.group("id").lower(), path)
+    if not masks:
+        return [], files
+    cases, rest = [], []
+    for path in sorted(files):
+        if path in masks.values():
+            continue
+        match = IMAGE_PREFIX.match(stem_of(path))
+        mask = masks.get(match.group("id").lower()) if match else None
+        if mask is None:
+            rest.append(path)
+            continue
+        cases.append(Case(stem_of(path), mask, split_of_path(path, root), {"": path}))
+    return cases, rest
+
+
 def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]]:
     """Cases whose masks sit beside their images (``<case>_seg``), and images left over."""
     by_folder: dict[Path, list[Path]] = defaultdict(list)
@@ -236,7 +266,9 @@ def suffix_cases(images: list[Path], root: Path) -> tuple[list[Case], list[Path]
             cases.append(lone)
             continue
         if not masks:
-            leftover.extend(files)
+            found, rest = _prefix_cases(files, root)
+            cases.extend(found)
+            leftover.extend(rest)
             continue
         here: dict[str, Case] = {}
         mask_files = set(masks.values())

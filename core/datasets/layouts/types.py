@@ -98,6 +98,8 @@ def group_of(path: Path | str) -> tuple[str, bool]:
     """Patient key from a file or folder name (``patient0012_2.png`` -> ``patient0012``)."""
     name = os.path.basename(path) if isinstance(path, str) else path.name
     suffix = image_suffix(name)
+    if suffix not in IMAGE_SUFFIXES:
+        suffix = ""   # a folder named by a UID (1.2.826.0.1.3680043.1663) keeps its last part
     stem = name[: -len(suffix)] if suffix else name
     match = GROUP_RE.match(stem)
     if match:

@@ -32,9 +32,10 @@ PATIENT_NAME = re.compile(r"patient|subject|participant|person|individual|\bpid\
 STUDY_NAME = re.compile(r"study|series|accession|exam|visit|scan_?id", re.I)
 ATTRIBUTE_NAME = re.compile(
     r"^(?:sex|gender|m/f|race|ethnicity|view|view_?position|projection|frontal/lateral|ap/pa|"
-    r"position|laterality|eye|side|site|institut\w*|hospital|cent(?:er|re)|scanner|manufacturer|vendor|"
+    r"position|laterality|eye|side|(?:site|institut\w*|hospital|cent(?:er|re)|scanner|machine|"
+    r"device|station|vendor|manufacturer)(?:_?(?:id|no|code|name))?|"
     r"model|modality|body_?part\w*|data_?provider|provider|source|dataset|localization|"
-    r"machine|device|station|protocol|dx_?type|orientation|reader|annotator|rater|fold|"
+    r"protocol|dx_?type|orientation|reader|annotator|rater|fold|"
     r"batch|part|shard|chunk|width|height|depth|channels?|format|image_?type|photometric\w*|"
     # a column named for the body part imaged (FracAtlas: hand, leg, hip, shoulder 0/1)
     r"hand|leg|hip|shoulder|knee|ankle|wrist|elbow|foot|feet|arm|forearm|finger|humerus|"

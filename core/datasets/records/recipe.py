@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape, header_dimension
@@ -37,7 +37,7 @@ from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, Sc
                                          image_suffix)
 from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.records.fields import binary_value, split_labels
-from core.datasets.records.folders import IMAGES, folder_images
+from core.datasets.layouts.study_folders import IMAGES, folder_images
 from core.datasets.records.sources import Source
 
 LABEL_ROLES = ("class", "finding", "one_hot", "findings", "labels")   # values are classes
@@ -69,7 +69,7 @@ class Recipe:
     # image is a sample with the record's label
     extra_image_fields: list[str] = field(default_factory=list)
     # a record naming a folder: ``scan`` (its 2D images are the slices of one volume) or
-    # ``images`` (a study: each image is a sample with the record's label); see records.folders
+    # ``images`` (a study: each image is a sample with the record's label); see layouts.study_folders
     folders: str = ""
 
     @property
@@ -194,6 +194,28 @@ def _dimension(paths: list[Path], fmt: str) -> str:
         shape, _ = array_shape(paths[0])
         return dimension_of_shape(shape) or "2D"
     return "2D"
+
+
+MIN_LABEL_GROUPS = 2   # a label of a multi-label target needs positives in this many groups
+
+
+def _without_rare_labels(samples: list[Sample]) -> tuple[list[Sample], list[str]]:
+    """A multi-label target without the labels only one patient has (RSNA mammography's
+    ``implant`` on 4 images of one woman): a patient-grouped split cannot test them. Kept when
+    fewer than two labels would remain."""
+    groups: dict[str, set] = {}
+    for s in samples:
+        for label in s.labels or []:
+            groups.setdefault(label, set()).add(s.group or s.image)
+    rare = {l for l, g in groups.items() if len(g) < MIN_LABEL_GROUPS}
+    if not rare or len(groups) - len(rare) < 2:
+        return samples, []
+    out = []
+    for s in samples:
+        kept = [l for l in s.labels or [] if l not in rare]
+        out.append(replace(s, labels=kept, label=kept[0] if kept else "(none)"))
+    return out, [f"label {l!r} left out of the target: its positives come from one patient "
+                 "only, so a patient-grouped split cannot test it" for l in sorted(rare)]
 
 
 def _split_from_folders(entries: list[dict], root: Path) -> None:
@@ -330,6 +352,9 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     if unlabelled:
         skipped.append(f"{unlabelled} rows of {source.name} have no usable value of "
                        f"{recipe.name or ', '.join(recipe.fields)}; left out")
+    if recipe.role in ("findings", "labels"):
+        samples, note = _without_rare_labels(samples)
+        skipped += note
     task, mask_facts = recipe.task, {}
     if recipe.role in LABEL_ROLES:
         counts = Counter(l for s in samples for l in s.label_list()) \

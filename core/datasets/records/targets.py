@@ -42,7 +42,7 @@ from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, code_mapping, described_column
 from core.datasets.records.fields import (MISSING, FieldInfo, binary_value, polarity_pair,
                                           profile)
-from core.datasets.records.folders import folder_reading
+from core.datasets.layouts.study_folders import folder_reading
 from core.datasets.records.recipe import LABEL_ROLES, Recipe
 from core.datasets.records.sources import Source
 
@@ -51,7 +51,8 @@ FINDINGS_FIELD = re.compile(r"finding|report|text|caption|description|note", re.
 IMPRESSION_FIELD = re.compile(r"impression|conclusion|summary", re.I)
 MIN_IMAGES = 4
 LABEL_WORDS = re.compile(r"\b(?:labels?|labell?ed|diagnos\w*|class(?:es)?|classif\w*|targets?|"
-                         r"outcomes?|categor\w*|findings?|grades?)\b", re.I)
+                         r"outcomes?|categor\w*|findings?|grades?|marks|marked|indicates)\b",
+                         re.I)
 PATIENT_WORDS = re.compile(r"\b(?:patients?|subjects?|participants?|split by|group(?:ed)? by|"
                            r"grouping)\b", re.I)
 # a 0/1 field with one of these names holds class codes, not one finding
