@@ -16,6 +16,7 @@ READ_RIGHT = {
     "busi", "picai", "roco",
     # batch 2 (first run: 2/10)
     "kermany_pneumonia", "aptos2019", "padchest", "deeplesion", "ct_rate", "totalsegmentator",
+    "siim_acr_ptx",
     # batch 3 (first run: 0/10)
     "cvc_clinicdb", "node21", "fracatlas", "camus",
 }

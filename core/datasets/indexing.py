@@ -16,8 +16,9 @@ formats in ml_templates/README.md). Diagnosis index (``Datapath/``):
 An external test set (a trained model scored on another dataset) is indexed by the same scan,
 unsplit: ``write_test_index``.
 
-A segmentation dataset with one binary mask file per structure gets one label map per
-indexed case, merged into ``<Datapath>/labelmaps/`` (core.datasets.label_maps); the index names
+A segmentation dataset with one binary mask file per structure, or with masks drawn as
+annotations (runs in a table, outlines in XML/JSON), gets one label map per indexed case,
+merged or drawn into ``<Datapath>/labelmaps/`` (core.datasets.label_maps); the index names
 those maps as ``label_path``.
 
 May import: core.datasets.splitting, core.datasets.split_caps, core.datasets.datacards,
@@ -161,8 +162,11 @@ def _label_maps(samples: list[Sample], labels: list[str], datapath: Path):
     try:
         return write_label_maps(samples, labels, datapath)
     except (LabelMapError, OSError) as exc:
-        raise IndexBuildError(f"the structure masks cannot be merged into label maps: {exc}. "
-                              "Each structure's mask must be on its image's grid") from exc
+        drawn = any(s.extra.get("drawing") for s in samples)
+        raise IndexBuildError(
+            f"the {'drawn annotations' if drawn else 'structure masks'} cannot be made into "
+            f"label maps: {exc}" + ("" if drawn else ". Each structure's mask must be on its "
+                                    "image's grid")) from exc
 
 
 def write_test_index(scan: ScanResult, datapath: str | Path, template: str) -> dict:

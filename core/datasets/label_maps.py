@@ -12,10 +12,15 @@ claimed twice are counted in ``labelmaps/manifest.json``. A map whose sources ar
 since it was written is reused. Any nonzero voxel of a structure file is that structure
 (JPEG masks: above half their maximum).
 
+Samples whose masks are drawn annotations (``extra["drawing"]``: runs in a table, outlines in
+XML or JSON) are drawn the same way into ``<case>.png`` by core.datasets.drawn_label_maps, and
+listed in the same manifest with the file and encoding they were drawn from.
+
 ``check_structures`` is registration's check of such a sample (core.datasets.validation): a few
 of its structure files decoded, each with one foreground value at most and its image's geometry.
 
-May import: core.datasets.image_geometry, core.datasets.datacards, core.datasets.layouts.types.
+May import: core.datasets.image_geometry, core.datasets.datacards, core.datasets.layouts.types,
+core.datasets.drawn_label_maps.
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from core.datasets.datacards import write_json_atomic
+from core.datasets.drawn_label_maps import (DrawnMaskError, draw_label_map, drawn_signature,
+                                            is_drawn_sample, manifest_facts)
 from core.datasets.image_geometry import Geometry, geometry_error
 from core.datasets.layouts.types import Sample, image_suffix
 
@@ -136,14 +143,14 @@ def _merge(files: list[str], values: list[int], image: str, out_base: Path) -> t
                     raise LabelMapError(f"{files[0]}: size {[merged.shape[1], merged.shape[0]]}"
                                         f" but its image is {list(img.size)}; a mask must be "
                                         "on its image's grid")
-        path = out_base.with_suffix(".png")
+        path = out_base.parent / (out_base.name + ".png")
         Image.fromarray(merged).save(path)
         return path, facts
     if library == "numpy":
-        path = out_base.with_suffix(".npy")
+        path = out_base.parent / (out_base.name + ".npy")
         np.save(path, merged)
         return path, facts
-    path = out_base.with_suffix(".nii.gz")
+    path = out_base.parent / (out_base.name + ".nii.gz")
     if library == "nibabel":
         import nibabel as nib
         ref = nib.load(image) if _library(image) == "nibabel" else reference
@@ -204,7 +211,7 @@ def write_label_maps(samples: list[Sample], labels: list[str], datapath: str | o
     """Samples whose structure masks are merged into one label map each (see the module doc),
     the others unchanged, and a summary (also written as ``labelmaps/manifest.json``). Raises
     LabelMapError naming the file that cannot be merged."""
-    todo = [s for s in samples if is_structure_sample(s)]
+    todo = [s for s in samples if is_structure_sample(s) or is_drawn_sample(s)]
     if not todo:
         return samples, {}
     folder = Path(datapath) / FOLDER
@@ -218,6 +225,9 @@ def write_label_maps(samples: list[Sample], labels: list[str], datapath: str | o
     used: set[str] = set()
     jobs = []
     for sample in todo:
+        if is_drawn_sample(sample):
+            jobs.append((sample, _case_name(sample, used), None))
+            continue
         names = list(sample.extra.get("label_structures") or [])
         if len(names) != len(sample.extra["label_path"]) or any(n not in value_of for n in names):
             raise LabelMapError(f"the structure masks of {sample.image} do not name the "
@@ -226,8 +236,10 @@ def write_label_maps(samples: list[Sample], labels: list[str], datapath: str | o
 
     def one(job):
         sample, name, values = job
-        files = [str(f) for f in sample.extra["label_path"]]
         image = str(sample.image[0] if isinstance(sample.image, list) else sample.image)
+        if values is None:
+            return name, _drawn(sample, image, name)
+        files = [str(f) for f in sample.extra["label_path"]]
         signature = _signature(files, values)
         entry = old.get(name) or {}
         if entry.get("signature") == signature and Path(entry.get("label_map", "")).is_file():
@@ -236,6 +248,19 @@ def write_label_maps(samples: list[Sample], labels: list[str], datapath: str | o
         return name, {"image": image, "label_map": str(path.resolve()), "files": files,
                       "values": values, "signature": signature, **facts,
                       "absent": list(sample.extra.get("structures_without_file") or [])}
+
+    def _drawn(sample, image, name):
+        signature = drawn_signature(sample, value_of)
+        entry = old.get(name) or {}
+        if entry.get("signature") == signature and Path(entry.get("label_map", "")).is_file():
+            return entry
+        try:
+            path, facts = draw_label_map(sample, value_of, folder / name)
+        except DrawnMaskError as exc:
+            raise LabelMapError(str(exc)) from None
+        return {"image": image, "label_map": str(path.resolve()), **manifest_facts(sample),
+                "values": sorted(value_of[n] for n, k in facts["pixels"].items() if k),
+                "signature": signature, **facts}
 
     workers = workers or max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
@@ -249,12 +274,17 @@ def write_label_maps(samples: list[Sample], labels: list[str], datapath: str | o
         extra = {**sample.extra, "label_path": entry["label_map"],
                  "structure_files": entry["files"]}
         extra.pop("label_values", None)
+        extra.pop("drawing", None)   # drawn: now a label map like any other
         out.append(dataclasses.replace(sample, extra=extra))
     overlapping = sorted(n for n, e in done.items() if e.get("overlap_voxels"))
     summary = {"folder": str(folder.resolve()), "label_maps": len(done), "labels": labels,
                "cases_with_overlap": len(overlapping),
                "cases_missing_a_structure_file": sum(bool(e.get("absent"))
                                                      for e in done.values())}
+    drawn = [e for e in done.values() if e.get("drawn_from")]
+    if drawn:
+        summary["drawn_from_annotations"] = len(drawn)
+        summary["cases_without_finding"] = sum(bool(e.get("empty")) for e in drawn)
     if overlapping:
         summary["note"] = (f"structures overlap in {len(overlapping)} cases (e.g. "
                            f"{', '.join(overlapping[:3])}); there the smaller structure is "

@@ -18,10 +18,11 @@ Images are read by core.datasets.image_geometry (the field's libraries, falling 
 templates' reader, so what validates is what training can read). Nothing is written.
 
 A sample with one mask file per structure (core.datasets.label_maps) has a few of its files
-decoded: each holds one foreground value at most and lies on its image's grid.
+decoded: each holds one foreground value at most and lies on its image's grid. A sample whose
+mask is a drawn annotation (core.datasets.drawn_label_maps) has it drawn on its image's grid.
 
-May import: core.datasets.image_geometry, core.datasets.label_maps, core.datasets.splitting,
-core.datasets.layouts.types.
+May import: core.datasets.image_geometry, core.datasets.label_maps,
+core.datasets.drawn_label_maps, core.datasets.splitting, core.datasets.layouts.types.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from core.datasets.image_geometry import (Unreadable, distinct_values, geometry_error, read_ref,
                                           ref_exists, ref_parts, sample_refs)
+from core.datasets.drawn_label_maps import check_drawing, is_drawn_sample
 from core.datasets.label_maps import check_structures, is_structure_sample, label_files
 from core.datasets.layouts import links
 from core.datasets.layouts.types import Sample, ScanResult
@@ -195,7 +197,7 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
                         "folder is complete and readable")
     missing_set = set(missing)
     declared = len(scan.classes) if scan.task != "diagnosis" else 0
-    is_seg = any(s.extra.get("label_path") for s in samples)
+    is_seg = any(s.extra.get("label_path") or is_drawn_sample(s) for s in samples)
     seen_values: set[int] = set()
     decoded = headers = masks = 0
     stopped = False
@@ -225,6 +227,14 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
                                                       geometries[0] if geometries else None)
                 for kind, where in found:
                     problems.add(kind, f"{where} ({refs[0]})" if kind == "geometry" else where)
+                seen_values.update(seen)
+                masks += count
+            continue
+        if is_drawn_sample(sample):
+            if geometries and geometries[0]:
+                found, seen, count = check_drawing(sample, scan.classes, geometries[0])
+                for kind, where in found:
+                    problems.add(kind, where)
                 seen_values.update(seen)
                 masks += count
             continue
@@ -287,6 +297,9 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
         v.errors.append(f"{problems.count('structure_values')} structure masks hold more than "
                         f"one foreground value: {problems.examples('structure_values')}. Each "
                         "structure's file must be binary (0 and one value)")
+    if problems.count("drawing"):
+        v.errors.append(f"{problems.count('drawing')} drawn annotations cannot be drawn on "
+                        f"their images: {problems.examples('drawing')}")
     if problems.count("geometry"):
         v.errors.append(f"{problems.count('geometry')} masks do not match their image's "
                         f"geometry: {problems.examples('geometry')}. A mask must have its "
@@ -294,7 +307,8 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
     if is_seg and masks and declared:
         absent = [f"{i} ({name})" for i, name in enumerate(scan.classes, start=1)
                   if i not in seen_values]
-        all_masks = masks >= sum(bool(s.extra.get("label_path")) for s in samples)
+        all_masks = masks >= sum(bool(s.extra.get("label_path")) or is_drawn_sample(s)
+                                 for s in samples)
         if absent and all_masks:
             v.errors.append(f"declared labels never appear in any mask: {', '.join(absent)}; "
                             "fix labels.json or the masks")

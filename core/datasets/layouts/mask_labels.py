@@ -193,6 +193,20 @@ def _binary_names(values: list[int], description: str, root: Path) -> list[str] 
     return [finding] if finding else None
 
 
+def described_foreground(description: str, root: Path) -> tuple[str, str] | None:
+    """(name, where it came from) of the one foreground a description or a labels file names
+    ("labels: 1 polyp", a labels.json of one name, or the one finding the text names:
+    "pneumothorax masks"), for masks whose files name no class (drawn outlines, runs)."""
+    named = labels_from_description(description)
+    if named and len(named) == 1:
+        return named[0], "description"
+    found = labels_from_files(root)
+    if found and len(found[0]) == 1:
+        return found[0][0], found[1]
+    finding = described_finding(description)
+    return (finding, "description (the one finding it names)") if finding else None
+
+
 def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[str], dict]:
     """(labels, facts): names from files, the description, or mask values (see module doc).
     ``facts["label_values"]``, when present, are the mask values of the labels in order (a

@@ -12,6 +12,7 @@ from core.datasets.layouts.arrays import recognise_array_files
 from core.datasets.layouts.boxes import scan_boxes
 from core.datasets.layouts.class_folders import scan_class_folders
 from core.datasets.layouts.dicom import recognise_dicom_series
+from core.datasets.layouts.drawn_masks import scan_drawn_masks
 from core.datasets.layouts.filenames import recognise_filename_labels
 from core.datasets.layouts.known_formats import formats_of_reading
 from core.datasets.layouts.mask_structures import scan_structure_masks
@@ -42,6 +43,7 @@ READERS: list = [
     ("labelme", scan_labelme),
     ("masks", _with_images(scan_masks)),
     ("structure_masks", _with_images(scan_structure_masks)),
+    ("drawn_masks", _with_images(scan_drawn_masks)),
     ("filename_labels", recognise_filename_labels),
     ("class_folders", scan_class_folders),
 ]
@@ -55,6 +57,7 @@ _PLACES = ["dicom_series", "arrays", "report_table", "text_reports", "box_table"
            "labelme", "masks", "structure_masks", "(label_table)", "(json_sidecars)",
            "filename_labels", "class_folders"]
 PRIOR = {name: 1.0 - i / len(_PLACES) for i, name in enumerate(_PLACES)}
+PRIOR["drawn_masks"] = PRIOR["masks"]   # masks drawn as runs or outlines: masks all the same
 LABEL_TABLE_PRIOR = PRIOR["(label_table)"]
 
 

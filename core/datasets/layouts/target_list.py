@@ -1,9 +1,10 @@
 """The targets a folder offers, as the datacard lists them: every acceptable reading that is
 a target of its own (another task, another field, other classes), the chosen one first, with
 its coverage, class counts, grouping, split, example rows and — for a records reading — its
-recipe. Two readings are one target when they agree (same task and classes); two readings are
-two targets when they differ in task or read different fields; only readings of the same task
-that disagree about the classes of the same images are a question for the user.
+recipe (for run-length encoded masks, the ``encoding`` the scan chose). Two readings are one
+target when they agree (same task and classes); two readings are two targets when they differ
+in task or read different fields; only readings of the same task that disagree about the
+classes of the same images are a question for the user.
 
 May import: core.datasets.layouts.types.
 """
@@ -41,7 +42,8 @@ def target_entry(reading, root: str, example_rows, source_of) -> dict:
             "file_format": scan.file_format,
             "multi_label": any(s.labels is not None for s in scan.samples),
             "split": "kept from the dataset" if scan.existing_split else "made here",
-            "examples": example_rows(scan, root), "recipe": d.get("recipe")}
+            "examples": example_rows(scan, root), "recipe": d.get("recipe"),
+            **({"encoding": d["encoding"]} if d.get("encoding") else {})}
 
 
 def distinct_targets(picked, viable: list, root: str, example_rows, source_of) -> list[dict]:
