@@ -96,8 +96,8 @@ def write_diagnosis_index(scan: ScanResult, datapath: str | Path, test_fraction:
     _check_both_sides(scan, split)
     datapath = Path(datapath)
     label_dict = {label: i for i, label in enumerate(scan.classes)}
-    train = {s.image: s.label_list() for s in split.train}
-    test = {s.image: s.label_list() for s in split.test}
+    train = {sample_key(s): s.label_list() for s in split.train}   # channels: JSON text
+    test = {sample_key(s): s.label_list() for s in split.test}
     record = split_record(scan, split)
     write_json_atomic(datapath / "label_dict.json", label_dict)
     write_json_atomic(datapath / "train.json", train)

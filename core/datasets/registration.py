@@ -181,6 +181,7 @@ def register_dataset(settings: Settings, store: Store, path: str, name: str,
 
 
 MAX_FALLBACKS = 4   # further readings tried when the best one cannot be used
+FALLBACK_SHARE = 0.9   # ... that scored at least this share of the best one's score
 
 
 def _next_usable_reading(path: str, scan, card: Datacard, v: Validation, name: str,
@@ -189,10 +190,15 @@ def _next_usable_reading(path: str, scan, card: Datacard, v: Validation, name: s
     the next targets, in the card's order, until one passes — the user is told which reading
     was used and why the first was not. (scan, card, validation) as they are when none does."""
     first = scan.details.get("target") or scan.details.get("reader") or scan.layout
+    targets = scan.details.get("targets", [])
+    best = float(targets[0].get("score") or 0) if targets else 0.0
     tried = 0
-    for target in scan.details.get("targets", [])[1:]:
+    for target in targets[1:]:
         if tried >= MAX_FALLBACKS or not target.get("id") or target["id"] == first:
             continue
+        if float(target.get("score") or 0) < FALLBACK_SHARE * best or \
+                target.get("task") != scan.task:
+            continue   # a reading the interpretation ranked well below, or another task
         tried += 1
         try:
             other = scan_folder(path, description, target["id"])

@@ -120,7 +120,7 @@ def _read_file(path: Path) -> tuple[np.ndarray, dict]:
     if is_dicom_file(path):
         return read_dicom_file(path)
     raise ImageReadError(f"{path}: unsupported image format {suffix or '(no suffix)'}; "
-                         "supported: NIfTI, NRRD/MHA, PNG/JPEG/BMP/TIFF, DICOM, .npy/.npz/.pt, "
+                         "supported: NIfTI, NRRD/MHA, PNG/JPEG/BMP/TIFF/GIF, DICOM, .npy/.npz/.pt, "
                          "a folder of slices, a *.series.json manifest")
 
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-RASTER_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+RASTER_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif")   # GIF: DRIVE masks
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 

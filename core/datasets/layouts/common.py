@@ -46,11 +46,18 @@ def split_of_name(name: str) -> str:
     return found.pop() if len(found) == 1 else ""
 
 
+SPLIT_FOLDER = re.compile(r"^(?:[a-z\d]{1,2}[.)]\s*)?(train|training|val|valid|validation|test|"
+                          r"testing)[\s_-]*(?:set|data|images?|split)?$", re.I)
+
+
 def split_of_path(path: Path, root: Path) -> str:
     """The split named by a folder between ``root`` and ``path`` (``train/``, ``Testing/``)."""
     for part in path.relative_to(root).parent.parts:
         if part.lower() in SPLITS:
             return SPLITS[part.lower()]
+        named = SPLIT_FOLDER.match(part)   # IDRiD's "a. Training Set", "Test data"
+        if named:
+            return SPLITS[named.group(1).lower()]
     return ""
 
 

@@ -45,16 +45,19 @@ MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|g
                          r"segmentation_masks|annotations?_masks?)$", re.I)
 
 
-MASK_WORD = re.compile(r"^masks?$", re.I)
+MASK_WORD = re.compile(r"^(?:masks?|groundtruths?|segmentations?|manual|manuals|"
+                       r"annotations?_?masks?|delineations?|contours?)$", re.I)
 
 
 def is_mask_folder(name: str) -> bool:
-    """``masks``, ``labelsTr``, ``gt`` — or a name one of whose words is mask(s)
-    (``ManualMask``, ``leftMask``, ``lung_masks``, ``Mask images``)."""
+    """``masks``, ``labelsTr``, ``gt`` — or a name one of whose words is mask(s), ground
+    truth(s), segmentation(s) or manual (``ManualMask``, ``leftMask``, ``lung_masks``, ``Mask
+    images``, IDRiD's ``2. All Segmentation Groundtruths``, DRIVE's ``1st_manual``)."""
     if MASK_FOLDER.match(name):
         return True
-    words = re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", name)
-    return any(MASK_WORD.match(w) for w in words if w)
+    words = [w for w in re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    joined = " ".join(words).lower()
+    return any(MASK_WORD.match(w) for w in words) or "ground truth" in joined
 
 
 def stem_of_name(name: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-RASTER = {"png", "jpg", "jpeg", "bmp", "tif", "tiff"}
+RASTER = {"png", "jpg", "jpeg", "bmp", "tif", "tiff", "gif"}
 
 
 def read_mask(path: Path) -> np.ndarray:

@@ -189,8 +189,35 @@ def _binary_names(values: list[int], description: str, root: Path) -> list[str] 
     found = labels_from_files(root)
     if found and len(found[0]) == 1:
         return found[0][:1]
-    finding = described_finding(description)   # "each showing a polyp, outlined by hand"
-    return [finding] if finding else None
+    finding = described_finding(description) or segmented_object(description)
+    return [finding] if finding else None   # "each showing a polyp, outlined by hand"
+
+
+# what a description says was drawn: "manual vessel segmentations", "the head is outlined",
+# "masks of the left ventricle"
+_DRAWN = r"(?:segmentations?|masks?|outlines?|delineations?|contours?|annotations?|labels?)"
+_NOT_OBJECT = {"manual", "manually", "binary", "ground", "truth", "expert", "pixel", "label",
+               "the", "and", "with", "of", "a", "an", "field", "view", "image", "images",
+               "reference", "gold", "standard", "annotation", "annotated", "png", "tiff", "gif",
+               "nifti", "two", "three", "all", "its", "their", "our", "these", "hand", "drawn"}
+_OBJECT_PATTERNS = (
+    re.compile(_DRAWN + r"\s+of\s+(?:the\s+|each\s+|every\s+|all\s+)?([a-z]+(?:\s[a-z]+)?)",
+               re.I),
+    re.compile(r"\b([a-z]+)\s+(?:is|are)\s+(?:manually\s+)?(?:outlined|segmented|delineated|"
+               r"contoured|traced|drawn)\b", re.I),
+    re.compile(r"\b([a-z]+)\s+" + _DRAWN + r"\b", re.I),
+)
+
+
+def segmented_object(description: str) -> str:
+    """The one structure a description says was drawn (DRIVE's "manual vessel
+    segmentations" -> vessel, HC18's "the head is outlined" -> head), or ""."""
+    for pattern in _OBJECT_PATTERNS:
+        for match in pattern.finditer(description or ""):
+            words = [w for w in match.group(1).lower().split() if w not in _NOT_OBJECT]
+            if words and all(len(w) >= 3 for w in words):
+                return " ".join(words)
+    return ""
 
 
 def described_foreground(description: str, root: Path) -> tuple[str, str] | None:
@@ -203,7 +230,7 @@ def described_foreground(description: str, root: Path) -> tuple[str, str] | None
     found = labels_from_files(root)
     if found and len(found[0]) == 1:
         return found[0][0], found[1]
-    finding = described_finding(description)
+    finding = described_finding(description) or segmented_object(description)
     return (finding, "description (the one finding it names)") if finding else None
 
 
@@ -235,7 +262,8 @@ def label_names(root: Path, description: str, masks: list[Path]) -> tuple[list[s
     described = _described(description, values)
     if described:
         return described[0], {**described[1], "mask_values": values}
-    finding = described_finding(description) if len(values) == 1 else ""
+    finding = described_finding(description) or segmented_object(description) \
+        if len(values) == 1 else ""
     if finding:   # one foreground value, and the description names one finding
         return [finding], {"label_source": "description (the one finding it names)",
                            "mask_values": values,

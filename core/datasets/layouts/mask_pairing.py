@@ -6,6 +6,7 @@ their images. Each pairing yields ``Case``s: one mask and its image channels.
 May import: core.datasets.layouts.common."""
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ def mask_base(stem: str) -> str | None:
 LONE_MASK = re.compile(r"^(?:segmentation(?:\.seg)?|seg|mask|label|labels|gt|"
                        r"[\w-]*\.seg)$", re.I)
 MAX_CASE_CHANNELS = 8
+LEAD_NUMBER = re.compile(r"^(\d+)[_\-\s.]+[A-Za-z]")   # 21_training, 21_manual1
 ID_NOISE = re.compile(r"images|image|imgs|img|labels|label|masks|mask|segmentation|seg|gt|"
                       r"volume|vol|[_\-\s.]", re.I)
 # BIDS names (VerSe: sub-verse004_ct.nii.gz + sub-verse004_seg-vert_msk.nii.gz): the subject
@@ -75,6 +77,12 @@ def _subdirs(folder: Path) -> dict[str, Path]:
     return {name.lower(): folder / name for name in names}
 
 
+# a folder name that says a person drew it: the labels, where a plain ``mask/`` beside it may
+# be a field of view
+ANNOTATION_DIR = re.compile(r"manual|annotat|ground[\s_-]?truth|groundtruth|\bgt\b|label|"
+                            r"delineat|contour|segmentation", re.I)
+
+
 def _folder_sets(parent: Path, split: str) -> list[tuple[Path, Path | None, str]]:
     """(image folder, mask folder or None, split) found directly in ``parent``."""
     sub = _subdirs(parent)
@@ -88,6 +96,11 @@ def _folder_sets(parent: Path, split: str) -> list[tuple[Path, Path | None, str]
     mask_dir = next((sub[n] for n in MASK_DIRS if n in sub and sub[n] != image_dir), None) or \
         next((d for n, d in sorted(sub.items()) if d != image_dir and is_mask_folder(d.name)),
              None)
+    drawn = [d for n, d in sorted(sub.items()) if d not in (image_dir, mask_dir) and
+             is_mask_folder(d.name) and ANNOTATION_DIR.search(n)]
+    if mask_dir is not None and drawn and not ANNOTATION_DIR.search(mask_dir.name):
+        # DRIVE: ``mask/`` is the field of view; ``1st_manual/`` holds the annotation
+        mask_dir = drawn[0]
     others = [d for d in sub.values() if d not in (image_dir, mask_dir)]
     if image_dir is None and mask_dir is not None and len(others) == 1:
         image_dir = others[0]   # ``Original/`` beside ``Ground Truth/``: the images
@@ -121,10 +134,18 @@ def _rel_parent(path: Path, folder: Path) -> str:
     return path.relative_to(folder).parent.as_posix().lower()
 
 
+def _gif_masks(mask_dir: Path) -> list[Path]:
+    """GIF masks (DRIVE's ``1st_manual/*.gif``): a mask format, though not an image one."""
+    out = []
+    for dirpath, _dirs, files in os.walk(mask_dir):
+        out += [Path(dirpath) / f for f in sorted(files) if f.lower().endswith(".gif")]
+    return out
+
+
 def pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path],
                 root: Path) -> tuple[dict, list[Path], list[Path]]:
     """Cases of one image/mask folder pair, images without a mask, masks without an image."""
-    masks = [p for p in images if mask_dir in p.parents]
+    masks = [p for p in images if mask_dir in p.parents] + _gif_masks(mask_dir)
     by_key: dict[tuple[str, str], Path] = {}
     ids: dict[tuple[str, str], list[Path]] = defaultdict(list)
     for mask in masks:
@@ -135,6 +156,12 @@ def pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path],
             by_key.setdefault((rel, base), mask)
         ids[(rel, _norm_id(stem))].append(mask)
     unique_ids = {k: v[0] for k, v in ids.items() if len(v) == 1 and k[1]}
+    numbers: dict[tuple[str, str], list[Path]] = defaultdict(list)
+    for mask in masks:   # DRIVE: 21_training.tif with 21_manual1.gif, the case number first
+        lead = LEAD_NUMBER.match(stem_of(mask))
+        if lead:
+            numbers[(_rel_parent(mask, mask_dir), lead.group(1).lstrip("0"))].append(mask)
+    unique_numbers = {k: v[0] for k, v in numbers.items() if len(v) == 1}
     bids: dict[tuple[str, str], list[Path]] = defaultdict(list)
     for mask in masks:
         key = BIDS_KEY.match(stem_of(mask).lower())
@@ -156,6 +183,9 @@ def pair_folder(image_dir: Path, mask_dir: Path, split: str, images: list[Path],
             found = (by_key[(rel, stem[:match.start()])], match.group("ch").lower())
         if found is None and (rel, _norm_id(stem)) in unique_ids:
             found = (unique_ids[(rel, _norm_id(stem))], "")
+        lead = LEAD_NUMBER.match(stem)
+        if found is None and lead and (rel, lead.group(1).lstrip("0")) in unique_numbers:
+            found = (unique_numbers[(rel, lead.group(1).lstrip("0"))], "")
         bids_key = BIDS_KEY.match(stem)
         if found is None and bids_key and (rel, bids_key.group(1)) in unique_bids:
             # the rest of the image name (ct, t1w, ...) names its channel

@@ -37,11 +37,13 @@ from core.datasets.layouts.types import IMAGE_SUFFIXES, Sample, group_of, image_
 
 MASK_SUFFIXES = tuple(s for s in IMAGE_SUFFIXES if s not in (".dcm", ".dicom", ".npz", ".pt")) \
     + (".gif",)
-MIN_SHARE = 0.5            # a structure kept must be in this share of the cases
+MIN_SHARE = 0.25           # a structure kept must be in this share of the cases (a lesion
+                           # type absent from most images: IDRiD soft exudates)
 MAX_CASE_CHANNELS = 8
 MAX_GEOMETRY_CHECKS = 5000
 WORDS = re.compile(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])")
 MASK_WORD = re.compile(r"^(?:masks?|manual)$", re.I)
+SHORT_CODE = re.compile(r"^(?P<base>.+)[_\-](?P<code>[a-z]{1,4})$", re.I)   # IDRiD_01_MA
 
 
 class StructureCase:
@@ -52,8 +54,13 @@ class StructureCase:
         self.key, self.channels, self.structures, self.split = key, channels, structures, split
 
 
+ENUMERATOR = re.compile(r"^(?:\d{1,2}|[A-Za-z])[.)]\s+")   # IDRiD's "1. Microaneurysms"
+
+
 def structure_name(folder: str) -> str:
-    """``leftMask`` -> ``left``, ``lung masks`` -> ``lung``, ``left lung`` -> ``left lung``."""
+    """``leftMask`` -> ``left``, ``lung masks`` -> ``lung``, ``left lung`` -> ``left lung``,
+    ``1. Microaneurysms`` -> ``Microaneurysms``."""
+    folder = ENUMERATOR.sub("", folder)
     words = [w for w in WORDS.split(folder) if w]
     kept = [w for w in words if not MASK_WORD.match(w)]
     if not kept or len(kept) == len(words):
@@ -112,7 +119,7 @@ def _case_folder_cases(root: Path, folders: dict[Path, list[Path]]) -> list[Stru
     return cases
 
 
-def _structure_folders(base: Path, image_dir: Path, seen: dict) -> list[Path]:
+def _structure_folders(base: Path, image_dir: Path, seen: dict, root: Path) -> list[Path]:
     """Mask folders beside ``image_dir`` and the folders inside them (``masks/heart/``);
     ``seen`` keeps each base's answer (1,000 case folders share one base)."""
     if base not in seen:
@@ -122,7 +129,20 @@ def _structure_folders(base: Path, image_dir: Path, seen: dict) -> list[Path]:
                 found.append(sub)
                 found.extend(_subdirs(sub))
         seen[base] = found
-    return [d for d in seen[base] if d != image_dir and image_dir not in d.parents]
+    found = list(seen[base])
+    # a mask tree mirroring the image tree one level up (IDRiD: ``1. Original Images/
+    # a. Training Set/`` beside ``2. All Segmentation Groundtruths/a. Training Set/
+    # 1. Microaneurysms/``)
+    if base != root and root in base.parents and image_dir.parent == base:   # never above
+        if ("up", base) not in seen:
+            seen[("up", base)] = [sub for sub in _subdirs(base.parent)
+                                  if sub != base and is_mask_folder(sub.name)]
+        for sub in seen[("up", base)]:
+            mirror = sub / image_dir.name
+            if mirror.is_dir():
+                found.append(mirror)
+                found.extend(_subdirs(mirror))
+    return [d for d in found if d != image_dir and image_dir not in d.parents]
 
 
 def _folder_cases(root: Path, folders: dict[Path, list[Path]]) -> list[StructureCase]:
@@ -132,11 +152,14 @@ def _folder_cases(root: Path, folders: dict[Path, list[Path]]) -> list[Structure
         stems = {stem_of(p).lower(): p for p in files}
         base = image_dir if image_dir == root else image_dir.parent
         matched: dict[str, dict[str, Path]] = {}
-        for folder in _structure_folders(base, image_dir, seen):
+        for folder in _structure_folders(base, image_dir, seen, root):
             found: dict[str, Path] = {}
             for mask in _mask_files(folder):
                 stem = stem_of(mask).lower()
                 key = stem if stem in stems else (mask_base(stem) or "").lower()
+                if key not in stems:   # the image's name and a short structure code: _MA
+                    short = SHORT_CODE.match(stem)
+                    key = short.group("base") if short else key
                 if key in stems:
                     found.setdefault(key, mask)
             name = structure_name(folder.name)
@@ -154,7 +177,7 @@ def _folder_cases(root: Path, folders: dict[Path, list[Path]]) -> list[Structure
 
 def _kept_structures(cases: list[StructureCase], skipped: list[str]) -> list[str]:
     counts = Counter(name for c in cases for name in c.structures)
-    kept = [n for n, k in counts.items() if k >= MIN_SHARE * len(cases)]
+    kept = [n for n, k in counts.items() if k >= max(2, MIN_SHARE * len(cases))]
     for name, k in sorted(counts.items()):
         if name not in kept:
             skipped.append(f"structure {name!r}: a mask in only {k} of {len(cases)} cases; "
