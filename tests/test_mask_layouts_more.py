@@ -186,3 +186,27 @@ def test_registration_uses_the_next_target_when_the_best_fails_validation(settin
     from core.datasets.catalog import find_entry
     card = find_entry(settings, "mammo").card
     assert card.targets[0]["id"] != best
+
+
+def test_boxes_as_python_literals_in_a_cell_and_ids_with_a_kind_word(tmp_path):
+    root = tmp_path / "COVIDBOX"
+    rows = []
+    for i in range(14):
+        uid = f"{i:04x}ab12cd"
+        _png(root / "train" / f"s{i}" / f"e{i}" / f"{uid}.png", np.full((32, 32), 40))
+        boxes = "" if i % 3 == 0 else str([{"x": 4.0 + i, "y": 5.5, "width": 9.25,
+                                            "height": 7.0}])
+        rows.append({"id": f"{uid}_image", "boxes": boxes,
+                     "label": "none 1 0 0 1 1" if not boxes else
+                     f"opacity 1 {4 + i} 5.5 {13.25 + i} 12.5"})
+    with open(root / "train_image_level.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    scan = scan_folder(root, "Chest radiographs; radiologists boxed the lung opacities.")
+    assert scan.task == "anomaly_detection" and scan.classes == ["opacity"]
+    assert len(scan.samples) == 14
+    boxed = next(s for s in scan.samples if Path(s.image).stem == "0001ab12cd")
+    assert boxed.extra["boxes"] == [[5.0, 5.5, 14.25, 12.5]]
+    empty = next(s for s in scan.samples if Path(s.image).stem == "0000ab12cd")
+    assert empty.extra["boxes"] == []

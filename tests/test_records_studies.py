@@ -126,3 +126,30 @@ def test_recipe_keeps_views_and_folder_reading_through_json():
         assert "folders" in str(exc)
     else:
         raise AssertionError("an unknown folders value must be refused")
+
+
+def test_an_id_without_its_zero_padding_names_a_case_folder_of_series(tmp_path):
+    """RSNA-MICCAI style: ``train/00012/{FLAIR,T2w}/`` DICOM series, labels by ``CaseID`` 12;
+    the series are the channels of one sample, read onto the first one's grid."""
+    import random
+
+    from core.imaging.image_io import read_image
+    from tests.test_layout_dicom import write_series
+    rng = random.Random(3)
+    root = tmp_path / "brain"
+    rows = ["CaseID,MGMT_value"]
+    for n in range(8):
+        case = root / "train" / f"{n * 3 + 1:05d}"
+        write_series(case / "FLAIR", list(range(0, 6)), f"P{n}", "flair", rng)
+        write_series(case / "T2w", list(range(2, 9)), f"P{n}", "t2", rng)   # another slab
+        for k, path in enumerate(sorted(case.rglob("IM*"))):
+            path.rename(path.with_name(f"Image-{k}.dcm"))
+        rows.append(f"{n * 3 + 1},{n % 2}")
+    (root / "train_labels.csv").write_text("\n".join(rows) + "\n")
+    scan = scan_folder(root, "Brain MRI, four sequences per case; MGMT_value is the label.")
+    assert scan.task == "diagnosis" and scan.dimension == "3D"
+    assert len(scan.samples) == 8 and scan.details["channels"] == ["flair", "t2w"]
+    first = scan.samples[0]
+    assert [Path(p).name for p in first.image] == ["FLAIR", "T2w"]
+    array, meta = read_image(first.image)
+    assert array.shape[0] == 2 and meta["resampled_channels"] == ["T2w"]

@@ -80,6 +80,19 @@ def _resamplable(geometries: list) -> bool:
                                            for a, b in zip(g.spacing, first.spacing))
                for g in geometries[1:])
 
+def _reads_on_one_grid(sample: Sample) -> bool:
+    """Whether the image reader puts the sample's channels on one grid (series of one exam in
+    other orientations: axial FLAIR beside sagittal T1w, resampled by their affines)."""
+    if not isinstance(sample.image, list):
+        return False
+    try:
+        from core.imaging.image_io import read_image
+        read_image(sample.image)
+        return True
+    except Exception:   # noqa: BLE001 - any failure: the channels do not go together
+        return False
+
+
 def stratified_order(samples: list[Sample], limit: int) -> list[Sample]:
     """Up to ``limit`` samples, the same number from every class where it has them (spread
     evenly through each class's sorted list), interleaved class by class: deterministic."""
@@ -219,7 +232,8 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
         decoded += 1
         sizes = [tuple(g.size) for g in geometries if g]
         if len(set(sizes)) > 1:   # volumes on other grids are resampled onto the first's
-            kind = "resampled" if _resamplable([g for g in geometries if g]) else "channels"
+            kind = "resampled" if _resamplable([g for g in geometries if g]) or \
+                _reads_on_one_grid(sample) else "channels"
             problems.add(kind, f"{sample_key(sample)} {[list(z) for z in sizes]}")
         if is_structure_sample(sample):
             if not set(label_files(sample)) & missing_set:

@@ -170,7 +170,9 @@ def _on_grid(parts: list[tuple[np.ndarray, dict]]) -> list[np.ndarray] | None:
     """Volumes of one exam on different grids (ADC and high b-value coarser and wider than
     T2), each resampled (trilinear, in world coordinates from its affine) onto the first one's
     grid; outside a volume's field of view, 0. None when a volume has no usable affine, or
-    has the first one's voxel size but another shape (cut short: not another grid)."""
+    has the first one's affine but another shape (cut short: not another grid); series in
+    other orientations or slabs (RSNA-MICCAI's sagittal T1w beside an axial FLAIR) are
+    resampled."""
     first, meta0 = parts[0]
     a0 = _affine(meta0)
     if a0 is None or first.ndim != 4:
@@ -187,9 +189,8 @@ def _on_grid(parts: list[tuple[np.ndarray, dict]]) -> list[np.ndarray] | None:
         if arr.shape == first.shape and np.allclose(affine, a0, atol=1e-4):
             out.append(arr)
             continue
-        if np.allclose(np.linalg.norm(affine[:3, :3], axis=0),
-                       np.linalg.norm(a0[:3, :3], axis=0), rtol=1e-3):
-            return None   # the same voxel size and another shape: a cut or broken file
+        if np.allclose(affine, a0, rtol=1e-3, atol=1e-3):
+            return None   # the same grid origin and voxels, another shape: a cut-short file
         coords = (np.linalg.inv(affine) @ world)[:3]
         out.append(np.stack([map_coordinates(c.astype(np.float32), coords, order=1,
                                              mode="constant", cval=0.0).reshape(first.shape[1:])

@@ -12,6 +12,8 @@ from pathlib import Path
 
 VOLUME_NAME = re.compile(r"\.(?:nii|nii\.gz|nrrd|nhdr|mha|mhd|img|hdr|mnc)$", re.I)
 
+# a word an id carries to say what it names (``<uid>_image``, ``<uid>_study``)
+KIND_WORD = re.compile(r"[_\-](?:image|img|study|series|scan|file|dcm)$", re.I)
 TOKEN_SPLIT = re.compile(r"[_\-\s.]+")
 MAX_TOKENS = 6           # longest token run an ID may be (``ADNI_002_S_0295``)
 
@@ -61,10 +63,22 @@ class IdMatcher:
             if len(parts) > 1 and not VOLUME_NAME.search(parts[-1]):
                 folders.add(path.parent)   # a folder of 2D slices is a scan; of volumes, not
                 self.members.setdefault(path.parent, []).append(path)
+        self._cases: dict[str, Path | None] = {}
+        self.series: dict[Path, list[Path]] = {}   # a case folder's series (slice folders)
         for folder in folders:
             parts = folder.relative_to(root).as_posix().lower().split("/")
             for k in range(1, len(parts) + 1):
                 self._add(self._dirs, "/".join(parts[-k:]), folder)
+            if len(parts) > 1:   # RSNA-MICCAI: 00012/{FLAIR,T1w,T1wCE,T2w}/Image-1.dcm
+                self.series.setdefault(folder.parent, []).append(folder)
+        for case, series in self.series.items():
+            if len(series) < 2:
+                continue
+            parts = case.relative_to(root).as_posix().lower().split("/")
+            for k in range(1, len(parts) + 1):
+                self._add(self._cases, "/".join(parts[-k:]), case)
+            if parts[-1].isdigit() and parts[-1].lstrip("0"):   # "12" names folder 00012
+                self._add(self._cases, parts[-1].lstrip("0"), case)
         self._runs: dict[tuple[str, ...], list[Path]] | None = None
 
     @staticmethod
@@ -121,8 +135,26 @@ class IdMatcher:
             return []
         return self._run_index().get(tokens, [])
 
+    def case_series(self, value: object) -> list[Path]:
+        """The series folders of the case folder a cell names (its id with or without
+        leading zeros), in name order; [] when it names none."""
+        if not isinstance(value, str) or not value.strip() or len(value) > 1000:
+            return []
+        parts = [p for p in self._normal(value).split("/") if p and p != "."]
+        for k in range(len(parts), 0, -1):
+            case = self._cases.get("/".join(parts[-k:]))
+            if case is not None:
+                return sorted(self.series[case])
+        return []
+
     def find(self, value: object, use_ids: bool) -> list[Path]:
         hit = self.exact(value)
+        if hit is None and isinstance(value, str):   # SIIM-FISABIO-RSNA's 7f8b48feddfc_image
+            bare = KIND_WORD.sub("", value.strip())
+            hit = self.exact(bare) if bare and bare != value.strip() else None
         if hit is not None:
             return [hit]
+        series = self.case_series(value)
+        if series:
+            return series
         return self.by_id(value) if use_ids else []

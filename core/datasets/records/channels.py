@@ -37,6 +37,9 @@ def channel_units(hits: list[Path]) -> list[Path | dict[str, Path]]:
     volumes of one exam."""
     if len(hits) < 2:
         return list(hits)
+    if all(h.is_dir() for h in hits) and len({h.parent for h in hits}) == 1:
+        # the series folders of one case (FLAIR/, T1w/, T1wCE/, T2w/): its channels
+        return [{h.name.lower(): h for h in hits}]
     groups: dict[tuple, dict[str, Path]] = {}
     units: list[Path | dict[str, Path]] = []
     for path in hits:

@@ -45,6 +45,7 @@ PATIENT_OWNED = re.compile(r"^(?:patient|subject|participant|person)[_\s]?"
                            r"(sex|gender|age|weight|size|height|birth\w*|name|position|"
                            r"orientation|comments?|race|ethnic\w*|bmi|status)$", re.I)
 ID_NAME = re.compile(r"(?:record|row|image|sample|item)?[ _]?(?:id|uid|identifier|key|no\.?)", re.I)
+ID_SUFFIX = re.compile(r"(?:[_\s-]id|ID|(?<=[a-z0-9])Id)$")   # BraTS21ID, case_id, PatientId
 COUNT_NAME = re.compile(r"count|number|^num_|_num$|^n_|^nb_|total", re.I)
 MEASURE_NAME = re.compile(r"age|score|size|volume|weight|height|bmi|year|time|days?|count|"
                           r"spacing|thickness|area|length|diameter|dose|duration|survival|"
@@ -154,7 +155,8 @@ def _role(name: str, values: list, n_rows: int) -> str:
             return "labels"
     if STUDY_NAME.search(bare) and not LABEL_NAME.search(bare):
         return "study"
-    if ID_NAME.fullmatch(bare) and len(distinct) == len(filled) and len(filled) >= 4:
+    if (ID_NAME.fullmatch(bare) or ID_SUFFIX.search(name.strip())) and \
+            len(distinct) == len(filled) and len(filled) >= 4:
         return "id"   # an integer record number named ID is not a measure
     if numeric:
         integers = all(re.fullmatch(r"-?\d+(?:\.0+)?", v) for v in present)

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from core.datasets.layouts.inventory import is_mask_path
 from core.datasets.layouts.label_table_ids import IdMatcher
-from core.datasets.layouts.tables import LABEL_NAME, NEGATIVES, code_mapping, described_column
+from core.datasets.layouts.tables import (LABEL_NAME, NEGATIVES, code_mapping, described_column,
+                                          described_finding)
 from core.datasets.records.fields import (MISSING, FieldInfo, binary_value, polarity_pair,
                                           profile)
 from core.datasets.layouts.study_folders import folder_reading
@@ -269,7 +270,10 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
         elif info.role == "labels":
             out.append(Recipe(**base, role="labels", fields=[name], name=name))
         elif info.role == "annotations":
-            out.append(Recipe(**base, role="annotations", fields=[name], name="boxes"))
+            # boxes without a class of their own: the one finding the description names
+            finding = described_finding(description) if not _has_category(source, name) else ""
+            out.append(Recipe(**base, role="annotations", fields=[name], name="boxes",
+                              values={"lesion": finding} if finding else {}))
         elif info.role in ("id", "other", "study") and MASK_FIELD.search(name):
             values = [r.get(name, "") for r in source.records[:PROBE]]
             rows, named, _ = _resolved(every, values, False)
@@ -286,6 +290,13 @@ def source_targets(source: Source, images: list[Path], root: Path, matcher: IdMa
         out.append(Recipe(**base, role="report", fields=[f for f in report if f] or report,
                           name="report"))
     return _in_reading_order(out, infos, description)
+
+
+def _has_category(source: Source, name: str) -> bool:
+    """Whether the boxes of a field carry their class (COCO's category)."""
+    return any(isinstance(b, dict) and ("category" in b or "category_id" in b)
+               for r in source.records[:PROBE] for b in (r.get(name) or [])
+               if isinstance(r.get(name), list))
 
 
 def described_field(recipes: list[Recipe], description: str) -> str | None:
