@@ -141,7 +141,7 @@ def training_image_size(fp: dict, device: str) -> list[int]:
 
 
 CT_WINDOWS = {"chest": [-1000, 400], "brain": [0, 80], "head": [0, 80], "spine": [-250, 1250]}
-RAW_FORMATS = {"nifti", "dicom", "nrrd", "mha", "npy", "npz", "pt"}
+RAW_FORMATS = {"nifti", "dicom", "nrrd", "mha", "npy", "npz", "pt", "h5", "hdf5"}
 
 
 def intensity_for(modality: str, anatomy: str, file_format: str) -> dict:

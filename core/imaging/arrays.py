@@ -102,6 +102,8 @@ _NO_CACHE = _ArrayCache(limit=-1)  # stores nothing: whole-file refs are read on
 
 
 def _to_numpy(value: Any, ref: str) -> np.ndarray:
+    if type(value).__name__ == "Dataset" and hasattr(value, "shape") and hasattr(value, "dtype"):
+        value = value[()]   # an HDF5 dataset named whole
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise ImageReadError(f"{ref}: holds Python objects, not an image array")
@@ -139,6 +141,14 @@ def _load_container(path: Path, allow_pickle: bool, ref: str, cache: bool) -> An
         return store.get(stamp, load)
     if suffix == ".npz":
         return store.get(stamp, lambda: np.load(path, allow_pickle=False))
+    if suffix in (".h5", ".hdf5"):
+        def load_h5():   # elements are read from the open file one by one (h5py slicing)
+            import h5py
+            try:
+                return h5py.File(path, "r")
+            except OSError as exc:
+                raise ImageReadError(f"{ref}: not a readable HDF5 file ({exc})") from exc
+        return store.get(stamp, load_h5)
     if suffix in (".pt", ".pth"):
         import torch
 

@@ -22,7 +22,7 @@ DICOM_SUFFIXES = (".dcm", ".dicom", ".ima")
 
 PICKLE_SUFFIXES = (".pck", ".pkl", ".pickle")
 
-ARRAY_SUFFIXES = (".npy", ".npz", ".pt", ".pth") + PICKLE_SUFFIXES
+ARRAY_SUFFIXES = (".npy", ".npz", ".pt", ".pth", ".h5", ".hdf5") + PICKLE_SUFFIXES
 
 MANIFEST_SUFFIX = ".series.json"
 
@@ -31,7 +31,7 @@ NOT_DICOM_SUFFIXES = RASTER_SUFFIXES + NIFTI_SUFFIXES + ITK_SUFFIXES + ARRAY_SUF
     ".json", ".csv", ".tsv", ".txt", ".md", ".xlsx", ".xls", ".xml", ".html", ".pdf", ".zip",
     ".gz", ".raw", ".py", ".yaml", ".yml", ".log", ".ini")
 
-ELEMENT_RE = re.compile(r"^(?P<file>.+?\.(?:npz|npy|pt|pth|pck|pkl|pickle))::"
+ELEMENT_RE = re.compile(r"^(?P<file>.+?\.(?:npz|npy|pt|pth|pck|pkl|pickle|h5|hdf5))::"
                         r"(?P<key>[^\[\]]*)(?:\[(?P<index>-?\d+)\])?$", re.IGNORECASE)
 
 PICKLE_REFUSED = ("{ref}: unpickling a file runs code stored in it, so pickled images are "

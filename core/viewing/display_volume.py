@@ -37,7 +37,7 @@ MAX_FOLDER_FILES = 4000        # a folder of slices with more files is refused (
 MAX_READ_BYTES = 4 << 30       # files of one image larger than this (on disk) are refused
 AXES = ("axial", "coronal", "sagittal")
 FIXED_AXIS = {"axial": 2, "coronal": 1, "sagittal": 0}  # the RAS axis a view holds fixed
-ARRAY_FORMATS = ("npy", "npz", "pt", "pth", "pck", "pkl", "pickle")
+ARRAY_FORMATS = ("npy", "npz", "pt", "pth", "pck", "pkl", "pickle", "h5", "hdf5")
 RASTER_FORMATS = ("png", "jpg", "bmp", "tif", "tiff", "slice", "slices")
 
 

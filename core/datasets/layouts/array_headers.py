@@ -113,6 +113,25 @@ def npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     return out
 
 
+def h5_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """{dataset path: (shape, dtype)} of every dataset in an HDF5 file (metadata only)."""
+    import h5py
+    out = {}
+    with h5py.File(path, "r") as handle:
+        def visit(name, item):
+            if isinstance(item, h5py.Dataset):
+                out[name] = (tuple(int(n) for n in item.shape), item.dtype)
+        handle.visititems(visit)
+    return out
+
+
+def container_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The arrays of an ``.npz`` or HDF5 file by key, from headers only."""
+    if path.name.lower().endswith((".h5", ".hdf5")):
+        return h5_headers(path)
+    return npz_headers(path)
+
+
 def header_dimension(path: Path) -> str:
     """"2D" or "3D" from a NIfTI/MetaImage/NRRD/Analyze file's header (SimpleITK reads the
     header only), "" when it cannot be read: a 2D .mha (NODE21) is not a volume because of its

@@ -1,8 +1,10 @@
 """Datasets stored as arrays rather than image files.
 
 * ``array_npz``: MedMNIST-style ``.npz`` files holding ``train_images`` / ``train_labels`` (and
-  ``val_*`` / ``test_*``; also ``images``/``labels`` and ``x_train``/``y_train``). Every element
-  is one sample whose image reference is ``<file.npz>::<key>[<index>]``; the file's split is
+  ``val_*`` / ``test_*``; also ``images``/``labels`` and ``x_train``/``y_train``), and the same
+  in HDF5 files (``train/images`` groups too), or one array per file in ``<base>_x.h5`` +
+  ``<base>_y.h5`` pairs (PCam). Every element is one sample whose image reference is
+  ``<file>::<key>[<index>]`` (HDF5 elements are read one by one, never the whole file); the file's split is
   kept; labels come from the ``*_labels`` arrays — codes named from the datacard description
   ("0: normal, 1: pneumonia"), else kept as code strings; an (N, K) 0/1 label array is
   multi-label. Only array headers and label arrays are read, never the images.
@@ -29,13 +31,19 @@ import numpy as np
 from core.datasets.layouts.tables import code_mapping
 from core.datasets.layouts.types import Sample, ScanResult
 from core.datasets.layouts.array_headers import (ARRAY_SUFFIXES, PICKLE_SUFFIXES, PICKLE_WARNING,
-                                                 array_shape, dimension_of_shape, npz_headers)
+                                                 array_shape, container_headers,
+                                                 dimension_of_shape)
 
 SPLIT_KEYS = {"train": "train", "training": "train", "val": "val", "valid": "val",
               "validation": "val", "test": "test"}
 # (images key, labels key) patterns; {s} is a split name
 KEY_PAIRS = [("{s}_images", "{s}_labels"), ("x_{s}", "y_{s}"), ("{s}_x", "{s}_y"),
-             ("images_{s}", "labels_{s}"), ("images", "labels"), ("x", "y"), ("imgs", "labels")]
+             ("images_{s}", "labels_{s}"), ("{s}/images", "{s}/labels"), ("{s}/x", "{s}/y"),
+             ("images", "labels"), ("x", "y"), ("imgs", "labels")]
+CONTAINER_SUFFIXES = (".npz", ".h5", ".hdf5")
+# one array per file, the images and the labels in two files (PCam:
+# camelyonpatch_level_2_split_train_x.h5 + ..._train_y.h5)
+PART_STEM = re.compile(r"^(?P<base>.+?)[_\-](?P<part>x|y|images?|imgs|labels?|targets?)$", re.I)
 
 
 def _split_of_stem(stem: str) -> str:
@@ -62,6 +70,8 @@ def _npz_pairs(headers: dict) -> list[tuple[str, str, str]]:
 
 def _label_rows(labels: np.ndarray) -> tuple[list[list[str]], bool]:
     """Each element's label codes, and whether the array is multi-label ((N, K) of 0/1)."""
+    if labels.ndim > 2 and all(n == 1 for n in labels.shape[1:]):
+        labels = labels.reshape(len(labels))   # PCam's y: (N, 1, 1, 1)
     if labels.ndim == 1 or (labels.ndim == 2 and labels.shape[1] == 1):
         flat = labels.reshape(-1)
         as_text = [str(int(v)) if np.issubdtype(flat.dtype, np.number) and float(v).is_integer()
@@ -72,34 +82,71 @@ def _label_rows(labels: np.ndarray) -> tuple[list[list[str]], bool]:
     raise ValueError(f"label array of shape {labels.shape} is neither codes nor 0/1 columns")
 
 
-def scan_npz(root: Path, files: list[Path], description: str = ""):
-    """An ``array_npz`` ScanResult for the labelled arrays in ``files``, or None."""
-    samples, skipped, shapes, multi_any, used, width = [], [], [], False, [], 0
-    code_rows: list[tuple[Path, str, str, int, list[str]]] = []
+def _read_array(path: Path, key: str) -> np.ndarray:
+    """One whole array of an ``.npz`` or HDF5 file (the label arrays only: small)."""
+    if path.name.lower().endswith((".h5", ".hdf5")):
+        import h5py
+        with h5py.File(path, "r") as handle:
+            return np.asarray(handle[key][()])
+    with np.load(path, allow_pickle=False) as data:
+        return data[key]
+
+
+def _containers(files: list[Path], skipped: list[str]) -> list[tuple[Path, dict, dict]]:
+    """(name, {key: (shape, dtype)}, {key: (file, key in the file)}) per array container: each
+    ``.npz``/HDF5 file, and a pair of one-array files named ``<base>_x`` / ``<base>_y``
+    (images / labels) as one container whose keys are ``x`` and ``y``."""
+    out, parts = [], {}
     for path in files:
         try:
-            headers = npz_headers(path)
+            headers = container_headers(path)
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            skipped.append(f"{path}: not a readable .npz ({type(exc).__name__})")
+            skipped.append(f"{path}: not a readable array container ({type(exc).__name__})")
             continue
+        stem = path.name.rsplit(".", 1)[0]
+        part = PART_STEM.match(stem)
+        if part and len(headers) == 1:
+            role = "x" if part["part"].lower()[0] in "xi" else "y"
+            parts.setdefault((path.parent, part["base"]), {})[role] = (path, headers)
+            continue
+        out.append((path, headers, {k: (path, k) for k in headers}))
+    for (_, base), found in parts.items():
+        if set(found) != {"x", "y"}:
+            for path, headers in found.values():
+                out.append((path, headers, {k: (path, k) for k in headers}))
+            continue
+        headers, where = {}, {}
+        for role, (path, inner) in found.items():
+            key = next(iter(inner))
+            headers[role], where[role] = inner[key], (path, key)
+        out.append((found["x"][0], headers, where))
+    return out
+
+
+def scan_npz(root: Path, files: list[Path], description: str = ""):
+    """An ``array_npz`` ScanResult for the labelled arrays in ``files`` (``.npz`` and HDF5),
+    or None."""
+    samples, skipped, shapes, multi_any, used, width = [], [], [], False, [], 0
+    code_rows: list[tuple[Path, str, str, int, list[str]]] = []
+    for path, headers, where in _containers(files, skipped):
         pairs = _npz_pairs(headers)
         if not pairs:
             skipped.append(f"{path}: no images/labels array pair (e.g. train_images + "
                            "train_labels)")
             continue
         file_split = _split_of_stem(path.stem)
-        with np.load(path, allow_pickle=False) as data:
-            for image_key, label_key, split in pairs:
-                try:
-                    rows, multi = _label_rows(data[label_key])
-                except ValueError as exc:
-                    skipped.append(f"{path}::{label_key}: {exc}")
-                    continue
-                multi_any = multi_any or multi
-                width = max(width, headers[label_key][0][-1] if multi else 0)
-                shapes.append(headers[image_key][0][1:])
-                code_rows += [(path, image_key, split or file_split, i, codes)
-                              for i, codes in enumerate(rows)]
+        for image_key, label_key, split in pairs:
+            try:
+                rows, multi = _label_rows(_read_array(*where[label_key]))
+            except (ValueError, OSError, KeyError) as exc:
+                skipped.append(f"{path}::{label_key}: {exc}")
+                continue
+            multi_any = multi_any or multi
+            width = max(width, headers[label_key][0][-1] if multi else 0)
+            shapes.append(headers[image_key][0][1:])
+            image_file, image_name = where[image_key]
+            code_rows += [(image_file, image_name, split or file_split, i, codes)
+                          for i, codes in enumerate(rows)]
         used.append(str(path))
         paired = {k for p in pairs for k in p[:2]}
         skipped += [f"{path}::{k}: array not used" for k in headers if k not in paired]
@@ -123,7 +170,7 @@ def scan_npz(root: Path, files: list[Path], description: str = ""):
     dimension = Counter(dimension_of_shape(s) for s in shapes).most_common(1)[0][0]
     return ScanResult(
         root=str(root), layout="array_npz", task="diagnosis", dimension=dimension,
-        file_format="npz", classes=classes, class_counts={c: counts[c] for c in classes},
+        file_format=Path(used[0]).suffix.lstrip(".").lower() if used else "npz", classes=classes, class_counts={c: counts[c] for c in classes},
         samples=samples, group_source="none (one group per image)",
         existing_split="test" in splits and bool(splits & {"train", "val"}) and "" not in splits,
         skipped=skipped, num_files=len(samples),
@@ -164,7 +211,7 @@ def recognise_array_files(root: Path, top_dirs: list[Path], top_files: list[Path
                           description: str):
     """Scan recogniser: labelled .npz arrays (per-sample volumes with a label table are the
     records engine's: core.datasets.records.reading)."""
-    npz = [f for f in top_files if f.name.lower().endswith(".npz")]
+    npz = [f for f in top_files if f.name.lower().endswith(CONTAINER_SUFFIXES)]
     return scan_npz(root, npz, description) if npz else None
 
 
@@ -183,11 +230,12 @@ def pickle_check(scan, allow_pickle: bool) -> tuple[list[str], list[str]]:
 def element_ref_ok(ref: str) -> bool:
     """True when ``<file.npz>::<key>[<index>]`` names an existing array and an index inside it
     (headers only)."""
-    match = re.fullmatch(r"(?P<file>.+\.npz)::(?P<key>[^\[\]]+)\[(?P<index>\d+)\]", ref)
+    match = re.fullmatch(r"(?P<file>.+\.(?:npz|h5|hdf5))::(?P<key>[^\[\]]+)\[(?P<index>\d+)\]",
+                         ref)
     if not match or not Path(match["file"]).is_file():
         return False
     try:
-        headers = npz_headers(Path(match["file"]))
+        headers = container_headers(Path(match["file"]))
     except (OSError, ValueError, zipfile.BadZipFile):
         return False
     shape = headers.get(match["key"], ((),))[0]

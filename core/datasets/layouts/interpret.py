@@ -180,7 +180,7 @@ def _score(reading: Reading, hints: Hints, inv: Inventory, prior: float,
            declared: set[str]) -> None:
     scan = reading.scan
     total = inv.count(*IMAGE_KINDS) + (inv.count("array") if scan.file_format in
-                                   ("npz", "npy", "pt", "pck", "pkl") else 0)
+                                   ("npz", "npy", "pt", "pck", "pkl", "h5", "hdf5") else 0)
     reading.coverage = min(1.0, _explained(scan, inv) / total) if total else 1.0
     task = reading.task
     wanted = {("detection" if t == "anomaly_detection" and scan.layout == "box_table" else

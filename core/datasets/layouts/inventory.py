@@ -31,7 +31,8 @@ KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "i
                   ".nrrd": "volume", ".nhdr": "volume", ".mha": "volume", ".mhd": "volume",
                   ".hdr": "volume",
                   ".npy": "array", ".npz": "array", ".pt": "array", ".pth": "array",
-                  ".pck": "array", ".pkl": "array", ".pickle": "array",
+                  ".pck": "array", ".pkl": "array", ".pickle": "array", ".h5": "array",
+                  ".hdf5": "array",
                   ".csv": "table", ".tsv": "table", ".xlsx": "table", ".xlsm": "table",
                   ".xls": "table", ".json": "annotation", ".jsonl": "table", ".xml": "annotation",
                   ".yaml": "annotation", ".yml": "annotation", ".txt": "text", ".md": "text"}

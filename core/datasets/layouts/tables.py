@@ -152,8 +152,9 @@ _CONNECTOR = r"['\"]?\s*(?:=>|->|→|=|:|–|—|-|\(|\bfor\b|\bis\b|\bmeans\b)\
 _CODE_HEAD = re.compile(r"(?<![\w.])['\"]?(?P<code>-?\d+)(?![\w.])" + _CONNECTOR, re.I)
 
 # a list in brackets with no sign between code and name: "(0 normal, 1 TB)", "(1 necrotic core,
-# 2 edema and 4 enhancing tumour)"
-_CODE_LISTED = re.compile(r"(?:(?<=\()|(?<=,\s)|(?<=;\s)|(?<=\band\s)|(?<=\bor\s))"
+# 2 edema and 4 enhancing tumour)", "labels: 0 normal, 1 tumour", "label 0 normal, 1 tumour"
+_CODE_LISTED = re.compile(r"(?:(?<=\()|(?<=,\s)|(?<=;\s)|(?<=\band\s)|(?<=\bor\s)|(?<=:\s)|"
+                          r"(?<=\blabel\s)|(?<=\blabels\s)|(?<=\bclass\s)|(?<=\bcoded\s))"
                           r"(?P<code>-?\d+)\s+(?=[A-Za-z])(?!(?:for|is|means|as|to|of|in)\b)",
                           re.I)
 
