@@ -16,11 +16,12 @@ READ_RIGHT = {
     "busi", "picai", "roco",
     # batch 2 (first run: 2/10)
     "kermany_pneumonia", "aptos2019", "padchest", "deeplesion", "ct_rate", "totalsegmentator",
-    "siim_acr_ptx", "drive",
+    "siim_acr_ptx", "drive", "oasis1",
     # batch 3 (first run: 0/10)
     "cvc_clinicdb", "node21", "fracatlas", "camus", "mura", "odir5k", "stoic2021", "isles2022",
     # batch 4 (first run: 1/10)
-    "rsna_mammo", "covid_radiography", "idrid_seg", "hc18", "bccd", "mosmeddata",
+    "rsna_mammo", "covid_radiography", "idrid_seg", "hc18", "bccd", "mosmeddata", "siim_covid",
+    "rsna_mgmt",
 }
 CASES = [c for c in cases_for("all") if c.key in READ_RIGHT]
 

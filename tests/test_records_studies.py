@@ -153,3 +153,48 @@ def test_an_id_without_its_zero_padding_names_a_case_folder_of_series(tmp_path):
     assert [Path(p).name for p in first.image] == ["FLAIR", "T2w"]
     array, meta = read_image(first.image)
     assert array.shape[0] == 2 and meta["resampled_channels"] == ["T2w"]
+
+
+def test_a_session_naming_several_processed_versions_keeps_one(tmp_path):
+    """OASIS-1 style: the session id names the raw runs, the registered brain and its tissue
+    segmentation (Analyze .hdr/.img, headers alike); one version per session is the sample,
+    the same for every session, and the others are read and left out (not unexplained)."""
+    import nibabel as nib
+
+    root = tmp_path / "brains"
+    rows = ["ID,CDR"]
+    for n in range(10):
+        sid = f"SUBJ_{n:04d}_MR1"
+        session = root / "disc1" / sid
+        for rel, value in ((f"RAW/{sid}_mpr-1_anon", 1), (f"RAW/{sid}_mpr-2_anon", 2),
+                           (f"PROCESSED/T88_111/{sid}_t88_masked_gfc", 3),
+                           (f"FSL_SEG/{sid}_t88_masked_gfc_fseg", 4)):
+            path = session / f"{rel}.hdr"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            data = np.full((6, 6, 4), value + 10 * n, np.int16)
+            nib.save(nib.AnalyzeImage(data, np.eye(4)), str(path))
+        rows.append(f"{sid},{[0, 0.5][n % 2]}")
+    (root / "sessions.csv").write_text("\n".join(rows) + "\n")
+    scan = scan_folder(root, "Brain MRI; CDR: 0 none, 0.5 very mild dementia.")
+    assert scan.task == "diagnosis" and len(scan.samples) == 10
+    assert all("t88_masked_gfc.hdr" in s.image and "fseg" not in s.image for s in scan.samples)
+    assert scan.details["recipe"]["variant"] == "PROCESSED/T#_#/*_t#_masked_gfc.hdr"
+    assert len(scan.samples[0].extra["other_files"]) == 3
+    assert sorted(scan.classes) == ["0", "0.5"]
+
+
+def test_analyze_headers_alike_are_not_duplicates(tmp_path):
+    import nibabel as nib
+
+    from core.datasets.duplicates import exact_duplicates
+    from core.datasets.layouts.types import Sample
+    samples = []
+    for n in range(3):
+        path = tmp_path / f"s{n}.hdr"
+        nib.save(nib.AnalyzeImage(np.full((4, 4, 2), n, np.int16), np.eye(4)), str(path))
+        samples.append(Sample(str(path), "a", f"p{n}"))
+    copy = tmp_path / "copy.hdr"
+    nib.save(nib.AnalyzeImage(np.full((4, 4, 2), 1, np.int16), np.eye(4)), str(copy))
+    samples.append(Sample(str(copy), "b", "p9"))
+    groups, _, _ = exact_duplicates(samples, 100)
+    assert [sorted(Path(s.image).name for s in g) for g in groups] == [["copy.hdr", "s1.hdr"]]

@@ -22,20 +22,19 @@ decoded: each holds one foreground value at most and lies on its image's grid. A
 mask is a drawn annotation (core.datasets.drawn_label_maps) has it drawn on its image's grid.
 
 May import: core.datasets.image_geometry, core.datasets.label_maps,
-core.datasets.drawn_label_maps, core.datasets.splitting, core.datasets.layouts.types.
+core.datasets.drawn_label_maps, core.datasets.duplicates, core.datasets.splitting,
+core.datasets.layouts.types, core.imaging.image_io.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from core.datasets.image_geometry import (Unreadable, distinct_values, geometry_error, read_ref,
-                                          ref_exists, ref_parts, sample_refs)
+                                          ref_exists, sample_refs)
 from core.datasets.drawn_label_maps import check_drawing, is_drawn_sample
+from core.datasets.duplicates import exact_duplicates
 from core.datasets.label_maps import check_structures, is_structure_sample, label_files
 from core.datasets.layouts import links
 from core.datasets.layouts.types import Sample, ScanResult
@@ -44,7 +43,6 @@ from core.datasets.splitting import (NO_LABEL, IndexBuildError, preview_split, s
 
 MIN_PATIENTS_ERROR = 2     # a class needs one patient for training and one for testing
 MIN_PATIENTS_WARNING = 5   # fewer test patients than this give a meaningless test estimate
-MAX_HASH_BYTES = 50_000_000
 GEOMETRY_SKIP = "differs from image shape"  # how the scan notes a case it left out for this
 
 
@@ -346,30 +344,8 @@ def _files(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limit
 
 
 def _duplicates(scan: ScanResult, samples: list[Sample], v: Validation, limits: Limits) -> None:
-    """Exact duplicates among image files: same size first (a stat each), then a hash."""
-    by_size: dict[int, list[Sample]] = defaultdict(list)
-    for s in samples:
-        ref = sample_refs(s)[0]
-        path, element = ref_parts(ref)
-        if element:
-            continue  # elements of one array file: not comparable by file hash
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        if not path.is_dir() and st.st_size < MAX_HASH_BYTES:
-            by_size[st.st_size].append(s)
-    candidates = [group for group in by_size.values() if len(group) > 1]
-    n_candidates = sum(len(g) for g in candidates)
-    hashes: dict[str, list[Sample]] = defaultdict(list)
-    hashed = 0
-    for group in sorted(candidates, key=len):
-        if hashed + len(group) > limits.hashed:
-            break
-        for s in group:
-            hashes[hashlib.sha1(Path(sample_refs(s)[0]).read_bytes()).hexdigest()].append(s)
-        hashed += len(group)
-    dups = [g for g in hashes.values() if len(g) > 1]
+    """Exact duplicates among image files (core.datasets.duplicates), reported."""
+    dups, n_candidates, hashed = exact_duplicates(samples, limits.hashed)
     cross_label = [g for g in dups if scan.task == "diagnosis" and
                    len({tuple(sorted(s.label_list())) for s in g}) > 1]
     cross_patient = [g for g in dups if len({s.group for s in g}) > 1]

@@ -51,7 +51,8 @@ SPLIT_NAMES = {"train", "training", "val", "valid", "validation", "test", "testi
                "tr", "ts", "trainval", "holdout", "eval", "evaluation"}
 # numbered pieces of a dataset: part1/part2, batch_3, images_001, shard-0003, p10/p11 (MIMIC)
 SHARD = re.compile(r"^(?:.*[-_ ])?(part|batch|shard|chunk|fold|images?|imgs?|data|dataset|"
-                   r"volumes?|vol|disk|dir|folder|zip|archive|download|set|subset|p|s)"
+                   r"volumes?|vol|disk|disc|cd|dvd|dir|folder|zip|archive|download|set|subset|"
+                   r"split|piece|p|s)"
                    r"[-_ ]?\d+$", re.I)
 CLOSE = 0.05          # readings closer than this (and different) are put to the user
 LOW_COVERAGE = 0.5    # a best reading explaining less than this is put to the user too

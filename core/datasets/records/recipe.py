@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape, header_dimension
@@ -39,6 +39,8 @@ from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.layouts.study_folders import IMAGES, folder_images
 from core.datasets.records.sources import Source
+from core.datasets.records.sample_rules import split_from_folders, without_rare_labels
+from core.datasets.records.variants import choose_variant, keep_variant
 
 LABEL_ROLES = ("class", "finding", "one_hot", "findings", "labels")   # values are classes
 ROLES = {**{role: "diagnosis" for role in LABEL_ROLES}, "mask": "segmentation",
@@ -71,6 +73,9 @@ class Recipe:
     # a record naming a folder: ``scan`` (its 2D images are the slices of one volume) or
     # ``images`` (a study: each image is a sample with the record's label); see layouts.study_folders
     folders: str = ""
+    # a record naming several processed versions of one scan: the version kept (its path
+    # signature, records.variants); "" when records name one file each
+    variant: str = ""
 
     @property
     def task(self) -> str:
@@ -112,7 +117,8 @@ class Recipe:
                    [str(f) for f in fields], data.get("match", "path"),
                    {str(k): v for k, v in values.items()}, str(data.get("group_field") or ""),
                    str(data.get("split_field") or ""), str(data.get("name") or ""),
-                   extra_image_fields=[str(f) for f in more], folders=folders)
+                   extra_image_fields=[str(f) for f in more], folders=folders,
+                   variant=str(data.get("variant") or ""))
 
 
 def load_recipe(path: str | os.PathLike) -> Recipe:
@@ -196,43 +202,6 @@ def _dimension(paths: list[Path], fmt: str) -> str:
     return "2D"
 
 
-MIN_LABEL_GROUPS = 2   # a label of a multi-label target needs positives in this many groups
-
-
-def _without_rare_labels(samples: list[Sample]) -> tuple[list[Sample], list[str]]:
-    """A multi-label target without the labels only one patient has (RSNA mammography's
-    ``implant`` on 4 images of one woman): a patient-grouped split cannot test them. Kept when
-    fewer than two labels would remain."""
-    groups: dict[str, set] = {}
-    for s in samples:
-        for label in s.labels or []:
-            groups.setdefault(label, set()).add(s.group or s.image)
-    rare = {l for l, g in groups.items() if len(g) < MIN_LABEL_GROUPS}
-    if not rare or len(groups) - len(rare) < 2:
-        return samples, []
-    out = []
-    for s in samples:
-        kept = [l for l in s.labels or [] if l not in rare]
-        out.append(replace(s, labels=kept, label=kept[0] if kept else "(none)"))
-    return out, [f"label {l!r} left out of the target: its positives come from one patient "
-                 "only, so a patient-grouped split cannot test it" for l in sorted(rare)]
-
-
-def _split_from_folders(entries: list[dict], root: Path) -> None:
-    """Each entry's split from a split folder in its path (``MURA-v1.1/valid/...``) when
-    every image sits under one and more than one split occurs; else left as it is."""
-    found = []
-    for e in entries:
-        try:
-            parts = e["path"].relative_to(root).parent.parts
-        except ValueError:
-            return
-        found.append(next((SPLITS[p.lower()] for p in parts if p.lower() in SPLITS), ""))
-    if all(found) and len(set(found)) > 1 and set(found) & {"test", "val"}:
-        for e, split in zip(entries, found):
-            e["split"] = split
-
-
 def _images_named(recipe: Recipe, record: dict, matcher: IdMatcher) -> list[Path]:
     """The image files (or slice folders) a record names in its image field(s); a study
     folder's images one by one when the recipe says folders are studies."""
@@ -275,9 +244,18 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     mask_matcher = mask_matcher or matcher
     entries: dict[str, dict] = {}
     skipped, unmatched, conflicts, unlabelled = [], [], {}, 0
+    named = [(str(r.get(recipe.image_field, "")), _images_named(recipe, r, matcher))
+             for r in source.records]
+    if not recipe.variant and recipe.role != "mask":
+        recipe.variant, versions = choose_variant(named)
+        if recipe.variant:
+            skipped.append(f"each record names {len(versions)} versions of its scan; kept "
+                           f"{recipe.variant} (the recipe's 'variant'; others: "
+                           f"{', '.join(v for v in versions if v != recipe.variant)[:300]})")
     for number, record in enumerate(source.records):
         ref = record.get(recipe.image_field, "")
-        hits = _images_named(recipe, record, matcher)
+        hits = keep_variant(named[number][1], named[number][0], recipe.variant)
+        versions = [str(h) for h in named[number][1] if h not in hits]   # read, left out
         if not hits:
             unmatched.append(f"{_where(source, number)}: {str(ref)[:80]!r} names no image file")
             continue
@@ -308,12 +286,14 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                                               "left out")
                     entries[key]["conflict"] = True
                 continue
+            if versions:
+                extra = {**extra, "other_files": versions}
             entries[key] = {"path": path, "label": label, "labels": labels, "extra": extra,
                             "group": group, "split": split,
                             "channels": None if isinstance(unit, Path) else unit}
     entries = {k: e for k, e in entries.items() if not e.get("conflict")}
     if not recipe.split_field:   # no split field: the split folders the images sit in
-        _split_from_folders(list(entries.values()), root)
+        split_from_folders(list(entries.values()), root)
     channels, notes = choose_channels([e["channels"] for e in entries.values() if e["channels"]],
                                       keep_order=[recipe.image_field, *recipe.extra_image_fields])
     skipped += notes
@@ -353,7 +333,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
         skipped.append(f"{unlabelled} rows of {source.name} have no usable value of "
                        f"{recipe.name or ', '.join(recipe.fields)}; left out")
     if recipe.role in ("findings", "labels"):
-        samples, note = _without_rare_labels(samples)
+        samples, note = without_rare_labels(samples)
         skipped += note
     task, mask_facts = recipe.task, {}
     if recipe.role in LABEL_ROLES:
