@@ -4,10 +4,10 @@
   ``val_*`` / ``test_*``; also ``images``/``labels`` and ``x_train``/``y_train``), and the same
   in HDF5 files (``train/images`` groups too), or one array per file in ``<base>_x.h5`` +
   ``<base>_y.h5`` pairs (PCam). Every element is one sample whose image reference is
-  ``<file>::<key>[<index>]`` (HDF5 elements are read one by one, never the whole file); the file's split is
-  kept; labels come from the ``*_labels`` arrays — codes named from the datacard description
-  ("0: normal, 1: pneumonia"), else kept as code strings; an (N, K) 0/1 label array is
-  multi-label. Only array headers and label arrays are read, never the images.
+  ``<file>::<key>[<index>]`` (HDF5 elements are read one by one, never the whole file); the
+  file's split is kept; labels come from the ``*_labels`` arrays — codes named from the
+  datacard description ("0: normal, 1: pneumonia"), else kept as code strings; an (N, K) 0/1
+  label array is multi-label. Only array headers and label arrays are read, never the images.
 * per-sample volumes (``.npy``, ``.pt``, pickled ``.pck`` / ``.pkl``) with a label table (ADNI:
   ``.pt`` + a CSV with ``Image Data ID`` and ``Group``; KneeMRI: ``.pck`` + a CSV with
   ``volumeFilename`` and ``aclDiagnosis``): the table is read by the records engine
@@ -170,7 +170,8 @@ def scan_npz(root: Path, files: list[Path], description: str = ""):
     dimension = Counter(dimension_of_shape(s) for s in shapes).most_common(1)[0][0]
     return ScanResult(
         root=str(root), layout="array_npz", task="diagnosis", dimension=dimension,
-        file_format=Path(used[0]).suffix.lstrip(".").lower() if used else "npz", classes=classes, class_counts={c: counts[c] for c in classes},
+        file_format=Path(used[0]).suffix.lstrip(".").lower() if used else "npz",
+        classes=classes, class_counts={c: counts[c] for c in classes},
         samples=samples, group_source="none (one group per image)",
         existing_split="test" in splits and bool(splits & {"train", "val"}) and "" not in splits,
         skipped=skipped, num_files=len(samples),

@@ -38,7 +38,8 @@ KIND_OF_SUFFIX = {".png": "image", ".jpg": "image", ".jpeg": "image", ".bmp": "i
                   ".yaml": "annotation", ".yml": "annotation", ".txt": "text", ".md": "text"}
 for _suffix in DICOM_SUFFIXES:
     KIND_OF_SUFFIX[_suffix] = "dicom"
-MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|labels|gt|annotation)"
+MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|labels|gt|"
+                       r"annotation)"
                        r"(?:[_\-.][a-z0-9]+)?$|^segmentation$|^mask$|^label$|"
                        # the mask word first, a case id after it (LiTS segmentation-12)
                        r"^(?:seg|segmentation|mask|gt|msk)[_\-.][a-z]*\d[\w\-]*$)", re.I)

@@ -23,8 +23,8 @@ MASK_DIRS = ("masks", "labelstr", "label", "labels", "mask", "segmentation_masks
 CHANNEL_SUFFIX = re.compile(r"[_-](?P<ch>\d{4}|t1c?e?|t1gd|t1n|t2w?|t2f|flair|adc|dwi|pd|ct|pet|"
                             r"ch\d+)$", re.I)
 IMAGE_WORD = re.compile(r"[_-](?:img|image)$", re.I)
-MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|labels|gt|"
-                         r"annotation)$", re.I)
+MASK_SUFFIX = re.compile(r"^(?P<base>.+?)[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|"
+                         r"labels|gt|annotation)$", re.I)
 
 
 def mask_base(stem: str) -> str | None:

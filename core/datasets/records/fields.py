@@ -57,7 +57,7 @@ LABEL_NAME = re.compile(r"label|finding|diagnos|class|target|category|outcome|gr
                         r"stage|subtype|type|dx|result|status|disease|abnormal|group", re.I)
 TEXT_NAME = re.compile(r"report|finding|impression|text|caption|note|conclusion|summary", re.I)
 LIST_SEP = re.compile(r"\s*[|;，；、]\s*")   # full-width comma and semicolon, ideographic comma
-LABEL_SEP = re.compile(r"\s*[|;,，；、]\s*")   # in a labels field a quoted "A,B" is two labels too
+LABEL_SEP = re.compile(r"\s*[|;,，；、]\s*")   # in a labels field a quoted "A,B" is 2 labels
 MAX_CLASSES = 60
 
 

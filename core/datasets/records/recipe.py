@@ -7,7 +7,11 @@ run of the file stem's tokens, so one row may label several images — a patient
 target (its role and field(s), and a value map from raw values to class names, ``null`` leaving
 a value out), the grouping field (else the patient prefix or case folder of the path) and the
 split field. It is kept in the datacard (``targets[i]["recipe"]``), printed by
-``crew register --json`` and taken back by ``crew register --recipe FILE``.
+``crew register --json`` and taken back by ``crew register --recipe FILE``. Three more parts
+say how a record's files become samples: ``extra_image_fields`` (the views other fields name:
+the channels of one sample), ``folders`` (a named folder is one ``scan`` of slices, or a study
+whose ``images`` are samples each) and ``variant`` (the one processed version of a scan kept
+when a record names several).
 
 Roles: ``class`` (one categorical field), ``finding`` (one binary finding: its values
 ``pos``/``neg``/``uncertain``/``blank`` mapped to the finding, ``no <finding>`` or left out),
@@ -18,14 +22,15 @@ several labels), ``mask`` (a field naming each image's mask), ``annotations`` (C
 per image), ``report`` (findings and impression text fields).
 
 May import: core.datasets.layouts (types, common, label_table_ids, array_headers, mask_labels,
-tables), core.datasets.records (sources, fields).
+tables, study_folders), core.datasets.records (sources, fields, channels, sample_rules,
+variants).
 """
 from __future__ import annotations
 
 import json
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from core.datasets.layouts.array_headers import array_shape, dimension_of_shape, header_dimension
@@ -36,8 +41,8 @@ from core.datasets.layouts.tables import NEGATIVES
 from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, ScanResult,
                                          image_suffix)
 from core.datasets.records.channels import channel_units, choose_channels
-from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.layouts.study_folders import IMAGES, folder_images
+from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.records.sources import Source
 from core.datasets.records.sample_rules import split_from_folders, without_rare_labels
 from core.datasets.records.variants import choose_variant, keep_variant
@@ -247,11 +252,12 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     named = [(str(r.get(recipe.image_field, "")), _images_named(recipe, r, matcher))
              for r in source.records]
     if not recipe.variant and recipe.role != "mask":
-        recipe.variant, versions = choose_variant(named)
-        if recipe.variant:
+        variant, versions = choose_variant(named)
+        if variant:   # the caller's recipe is left as it was; this reading's says which
+            recipe = replace(recipe, variant=variant)
             skipped.append(f"each record names {len(versions)} versions of its scan; kept "
-                           f"{recipe.variant} (the recipe's 'variant'; others: "
-                           f"{', '.join(v for v in versions if v != recipe.variant)[:300]})")
+                           f"{variant} (the recipe's 'variant'; others: "
+                           f"{', '.join(v for v in versions if v != variant)[:300]})")
     for number, record in enumerate(source.records):
         ref = record.get(recipe.image_field, "")
         hits = keep_variant(named[number][1], named[number][0], recipe.variant)

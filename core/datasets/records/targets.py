@@ -30,7 +30,8 @@ named like a label, then the others — within each, the field whose values the 
 names as classes first. A field the description names beside "patient" / "split by" is the
 grouping field when no field is named like a patient key.
 
-May import: core.datasets.layouts (label_table_ids, tables, types), core.datasets.records.
+May import: core.datasets.layouts (inventory, label_table_ids, study_folders, tables, types),
+core.datasets.records.
 """
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ from pathlib import Path
 
 from core.datasets.layouts.inventory import is_mask_path
 from core.datasets.layouts.label_table_ids import IdMatcher
+from core.datasets.layouts.study_folders import folder_reading
 from core.datasets.layouts.tables import (LABEL_NAME, NEGATIVES, code_mapping, described_column,
                                           described_finding)
 from core.datasets.records.fields import (MISSING, FieldInfo, binary_value, polarity_pair,
                                           profile)
-from core.datasets.layouts.study_folders import folder_reading
 from core.datasets.records.recipe import LABEL_ROLES, Recipe
 from core.datasets.records.sources import Source
 
@@ -135,6 +136,7 @@ def _over_every_row(source: Source, matcher: IdMatcher, missed: list) -> tuple |
 # fields without a name of their own: a header-less column, a part of the file or folder names
 UNNAMED = re.compile(r"column_?\d+|unnamed:? ?\d+|field_?\d+|col_?\d+|\d+|"
                      r"(?:folder )?name part -?\d+", re.I)
+
 
 def _more_image_fields(source: Source, matcher: IdMatcher, infos: dict[str, FieldInfo],
                        image: str, match: str, named: set[str]) -> list[str]:

@@ -56,7 +56,10 @@ def _score(sig: str) -> int:
 def _volumes(hits: list[Path]) -> list[Path]:
     """The volume files among ``hits``; none when they are the sequences of one exam (its
     channels, records.channels), which are not versions of one scan."""
-    volumes = [h for h in hits if h.is_file() and image_suffix(h.name) in VOLUME_SUFFIXES]
+    volumes = [h for h in hits if image_suffix(h.name) in VOLUME_SUFFIXES]
+    if len(volumes) < 2:   # (no stat for the one file most records name)
+        return volumes
+    volumes = [h for h in volumes if h.is_file()]
     if any(isinstance(unit, dict) for unit in channel_units(volumes)):
         return []
     return volumes
