@@ -1,10 +1,10 @@
 """Generality check runner.
 
-    python -m bench.generality.run [--batch 1|2|3|4|all] [--only KEY,...] [--out FILE]
+    python -m bench.generality.run [--batch 1|2|3|4|5|all] [--only KEY,...] [--out FILE]
                                    [--build] [--seed N] [--data-dir DIR] [--keep]
 
 ``--batch`` picks the cases: 1 (default, ``cases.py``), 2 (``batch2.py``), 3 (``batch3.py``),
-4 (``batch4.py``) or all forty.
+4 (``batch4.py``), 5 (``batch5.py``) or all fifty.
 
 Generates every case's folder in a temporary data folder, registers each through the app's
 CLI (``python -m crew register PATH --name NAME --description TEXT --home HOME --json``) in
@@ -31,10 +31,10 @@ from pathlib import Path
 from .cases import CASES, Case
 
 def cases_for(batch: str) -> list[Case]:
-    """Batch 1 (``cases.py``), 2 (``batch2.py``), 3 (``batch3.py``), 4 (``batch4.py``) or
-    ``all`` of them."""
+    """Batch 1 (``cases.py``), 2 (``batch2.py``), 3 (``batch3.py``), 4 (``batch4.py``), 5
+    (``batch5.py``) or ``all`` of them."""
     out: list[Case] = []
-    for b in (["1", "2", "3", "4"] if batch == "all" else [batch]):
+    for b in (["1", "2", "3", "4", "5"] if batch == "all" else [batch]):
         if b == "1":
             out += CASES
         elif b == "2":
@@ -45,10 +45,14 @@ def cases_for(batch: str) -> list[Case]:
             from .batch3 import CASES3
 
             out += CASES3
-        else:
+        elif b == "4":
             from .batch4 import CASES4
 
             out += CASES4
+        else:
+            from .batch5 import CASES5
+
+            out += CASES5
     return out
 
 REPO = Path(__file__).resolve().parents[2]
@@ -339,8 +343,8 @@ def print_table(results: list[dict], build: bool) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", default="1", choices=["1", "2", "3", "4", "all"],
-                    help="which ten cases: 1 (default), 2, 3, 4, or all forty")
+    ap.add_argument("--batch", default="1", choices=["1", "2", "3", "4", "5", "all"],
+                    help="which ten cases: 1 (default), 2, 3, 4, 5, or all fifty")
     ap.add_argument("--only", default="", help="comma-separated case keys")
     ap.add_argument("--out", default="generality.json")
     ap.add_argument("--build", action="store_true", help="also run crew build per request")
