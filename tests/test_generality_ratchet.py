@@ -22,6 +22,8 @@ READ_RIGHT = {
     # batch 4 (first run: 1/10)
     "rsna_mammo", "covid_radiography", "idrid_seg", "hc18", "bccd", "mosmeddata", "siim_covid",
     "rsna_mgmt",
+    # batch 5 (first run: 1/10)
+    "panda", "isic2020", "pddca", "object_cxr",
 }
 CASES = [c for c in cases_for("all") if c.key in READ_RIGHT]
 

@@ -210,3 +210,40 @@ def test_boxes_as_python_literals_in_a_cell_and_ids_with_a_kind_word(tmp_path):
     assert boxed.extra["boxes"] == [[5.0, 5.5, 14.25, 12.5]]
     empty = next(s for s in scan.samples if Path(s.image).stem == "0000ab12cd")
     assert empty.extra["boxes"] == []
+
+
+def test_a_structures_folder_of_per_organ_files_in_each_case(tmp_path):
+    """PDDCA style: ``<case>/img.nrrd`` + ``<case>/structures/<organ>.nrrd``, an organ's file
+    missing where it was not drawn."""
+    import SimpleITK as sitk
+    root = tmp_path / "HN"
+    for n in range(6):
+        case = root / f"0522c{n:04d}"
+        (case / "structures").mkdir(parents=True)
+        sitk.WriteImage(sitk.GetImageFromArray(np.zeros((4, 8, 8), np.int16)),
+                        str(case / "img.nrrd"))
+        for organ in ["BrainStem", "Mandible"] + (["Chiasm"] if n % 2 else []):
+            mask = np.zeros((4, 8, 8), np.uint8)
+            mask[1:3, 2:6, 2:6] = 1
+            sitk.WriteImage(sitk.GetImageFromArray(mask), str(case / "structures" /
+                                                               f"{organ}.nrrd"))
+    scan = scan_folder(root, "")
+    assert scan.task == "segmentation" and len(scan.samples) == 6
+    assert sorted(scan.classes) == ["BrainStem", "Chiasm", "Mandible"]
+
+
+def test_shapes_as_number_runs_in_a_cell_are_boxes_and_runs_are_not(tmp_path):
+    from core.datasets.records.cell_values import shapes_in_cells
+    rows = [{"image_name": "a.jpg", "annotation": "2 25 26 23 28 20 30;1 39 36 47 44"},
+            {"image_name": "b.jpg", "annotation": "0 14 36 20 42"},
+            {"image_name": "c.jpg", "annotation": ""}]
+    out = shapes_in_cells([dict(r) for r in rows])
+    assert out[0]["annotation"] == [{"bbox": [20.0, 26.0, 5.0, 4.0]},
+                                    {"bbox": [39.0, 36.0, 8.0, 8.0]}]
+    assert out[1]["annotation"] == [{"bbox": [14.0, 36.0, 6.0, 6.0]}]
+    assert out[2]["annotation"] == []
+    runs = [{"ImageId": "x", "EncodedPixels": "1 2 5 3 9 4 20 8 40 2"},
+            {"ImageId": "y", "EncodedPixels": "-1"}]
+    assert shapes_in_cells([dict(r) for r in runs]) == runs
+    unnamed = [{"id": "x", "v": "101 20 300 12 420 9 600 30 811 2"}]   # one long even run
+    assert shapes_in_cells([dict(r) for r in unnamed]) == unnamed

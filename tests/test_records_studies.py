@@ -198,3 +198,24 @@ def test_analyze_headers_alike_are_not_duplicates(tmp_path):
     samples.append(Sample(str(copy), "b", "p9"))
     groups, _, _ = exact_duplicates(samples, 100)
     assert [sorted(Path(s.image).name for s in g) for g in groups] == [["copy.hdr", "s1.hdr"]]
+
+
+def test_one_image_stored_in_two_formats_is_one_sample(tmp_path):
+    """SIIM-ISIC 2020 style: ``train/ISIC_x.dcm`` and ``jpeg/train/ISIC_x.jpg`` are the same
+    image; the table's ``image_name`` names both, and one sample is read (the original)."""
+    import pydicom
+    from pydicom.data import get_testdata_file
+    root = tmp_path / "isic"
+    template = pydicom.dcmread(get_testdata_file("CT_small.dcm"))
+    rows = ["image_name,patient_id,target"]
+    for i in range(12):
+        name = f"ISIC_{1000 + i}"
+        (root / "train").mkdir(parents=True, exist_ok=True)
+        template.save_as(root / "train" / f"{name}.dcm")
+        _png(root / "jpeg" / "train" / f"{name}.jpg", i)
+        rows.append(f"{name},IP_{i // 2},{i % 2}")
+    (root / "train.csv").write_text("\n".join(rows) + "\n")
+    scan = scan_folder(root, "Dermoscopy images; target 1 is melanoma.")
+    assert len(scan.samples) == 12 and all(s.image.endswith(".dcm") for s in scan.samples)
+    assert all(s.extra["other_files"][0].endswith(".jpg") for s in scan.samples)
+    assert len({s.group for s in scan.samples}) == 6

@@ -44,6 +44,7 @@ MASK_NAME = re.compile(r"(?:[_\-.](?:seg|segmentation|mask|masks|msk|dseg|label|
                        # the mask word first, a case id after it (LiTS segmentation-12)
                        r"^(?:seg|segmentation|mask|gt|msk)[_\-.][a-z]*\d[\w\-]*$)", re.I)
 MASK_FOLDER = re.compile(r"^(?:masks?|labels?(?:tr|ts)?|seg(?:mentations?)?|gt|ground[_\s-]?truth|"
+                         r"structures|"   # PDDCA: <case>/structures/<organ>.nrrd
                          r"segmentation_masks|annotations?_masks?)$", re.I)
 
 

@@ -248,12 +248,13 @@ FINDINGS = [("nodule", r"nodules?"), ("lesion", r"lesions?"), ("tumour", r"tumou
             ("calcification", r"calcifications?"), ("opacity", r"opacit(?:y|ies)"),
             ("mitosis", r"mitos[ie]s"), ("effusion", r"effusions?"),
             ("nucleus", r"nucle(?:us|i)"), ("vessel", r"vessels?"), ("infarct", r"infarcts?"),
-            ("pneumothorax", r"pneumothora(?:x|ces)")]
+            ("pneumothorax", r"pneumothora(?:x|ces)"),
+            ("foreign object", r"foreign (?:objects?|bod(?:y|ies))")]
 
 
 def described_finding(description: str) -> str:
-    """The one finding the description names for the boxes or a binary mask ('nodule' for "Lung nodule CT
-    scans"), or "" when it names none or several."""
+    """The one finding the description names for the boxes or a binary mask ('nodule' for
+    "Lung nodule CT scans"), or "" when it names none or several."""
     text = description or ""
     named = {name for name, pattern in FINDINGS if re.search(rf"\b(?:{pattern})\b", text, re.I)}
     return named.pop() if len(named) == 1 else ""

@@ -45,7 +45,7 @@ from core.datasets.layouts.study_folders import IMAGES, folder_images
 from core.datasets.records.fields import binary_value, split_labels
 from core.datasets.records.sources import Source
 from core.datasets.records.sample_rules import split_from_folders, without_rare_labels
-from core.datasets.records.variants import choose_variant, keep_variant
+from core.datasets.records.variants import choose_variant, keep_variant, one_format
 
 LABEL_ROLES = ("class", "finding", "one_hot", "findings", "labels")   # values are classes
 ROLES = {**{role: "diagnosis" for role in LABEL_ROLES}, "mask": "segmentation",
@@ -260,7 +260,7 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
                            f"{', '.join(v for v in versions if v != variant)[:300]})")
     for number, record in enumerate(source.records):
         ref = record.get(recipe.image_field, "")
-        hits = keep_variant(named[number][1], named[number][0], recipe.variant)
+        hits = one_format(keep_variant(named[number][1], named[number][0], recipe.variant))
         versions = [str(h) for h in named[number][1] if h not in hits]   # read, left out
         if not hits:
             unmatched.append(f"{_where(source, number)}: {str(ref)[:80]!r} names no image file")

@@ -34,7 +34,7 @@ from pathlib import Path
 from core.datasets.layouts.common import split_of_name
 from core.datasets.layouts.inventory import Inventory
 from core.datasets.layouts.tables import _cell, read_sheets
-from core.datasets.records.cell_values import boxes_in_cells
+from core.datasets.records.cell_values import boxes_in_cells, shapes_in_cells
 
 MAX_SOURCE_BYTES = 200_000_000
 MAX_TEXT_BYTES = 200_000          # a per-file report or list is small
@@ -329,10 +329,11 @@ def _read_file(root: Path, path: Path) -> list[Source]:
         for sheet, _cols, rows in read_sheets(path):
             if rows:
                 out.append(Source(f"{rel}#{sheet}" if sheet else rel, path, "table",
-                                  boxes_in_cells(rows)))
+                                  shapes_in_cells(boxes_in_cells(rows))))
         return out
     if suffix in (".csv", ".tsv"):
-        return [Source(rel, path, "table", boxes_in_cells(read_delimited(path)))]
+        return [Source(rel, path, "table",
+                       shapes_in_cells(boxes_in_cells(read_delimited(path))))]
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     if suffix == ".jsonl":
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -13,7 +13,9 @@ Only volumes are versions, and never the sequences of one exam (``_t2w``/``_adc`
 other: its channels): 2D images a record names (a study's frontal and lateral views, a
 patient's slices) all stay samples. The version kept is the one most records have, preferring
 a processed, registered, skull-stripped scan over a raw one, and never a segmentation or a
-preview; the recipe records it (``variant``) so that the user can pick another.
+preview; the recipe records it (``variant``) so that the user can pick another. One image
+stored in several formats (a DICOM and its JPEG copy, the same name) is read once, from the
+original format.
 
 May import: core.datasets.layouts.types, core.datasets.records.channels.
 """
@@ -100,3 +102,27 @@ def keep_variant(hits: list[Path], ref: str, variant: str) -> list[Path]:
     base = _base(volumes)
     kept = sorted(v for v in volumes if signature(v, base, ref) == variant)
     return kept[:1] or hits
+
+
+# the copy kept when one image is stored in several formats: the original first
+FORMAT_RANK = {".dcm": 0, ".dicom": 0, ".nii.gz": 1, ".nii": 1, ".nrrd": 1, ".mha": 1,
+               ".png": 2, ".tif": 2, ".tiff": 2, ".bmp": 3, ".jpg": 4, ".jpeg": 4}
+
+
+def one_format(hits: list[Path]) -> list[Path]:
+    """``hits`` with one copy of each image stored in several formats (SIIM-ISIC 2020's
+    ``train/ISIC_x.dcm`` and ``jpeg/train/ISIC_x.jpg``): files of one stem with different
+    suffixes keep the original format's (DICOM, then lossless, then JPEG)."""
+    if len(hits) < 2:
+        return hits
+    by_stem: dict[str, list[Path]] = {}
+    for hit in hits:
+        suffix = image_suffix(hit.name)
+        by_stem.setdefault(hit.name[: len(hit.name) - len(suffix)].lower(), []).append(hit)
+    kept = []
+    for copies in by_stem.values():
+        suffixes = {image_suffix(c.name) for c in copies}
+        if len(copies) > 1 and len(suffixes) == len(copies):
+            copies = [min(copies, key=lambda c: FORMAT_RANK.get(image_suffix(c.name), 5))]
+        kept += copies
+    return kept if len(kept) < len(hits) else hits
