@@ -23,7 +23,7 @@ READ_RIGHT = {
     "rsna_mammo", "covid_radiography", "idrid_seg", "hc18", "bccd", "mosmeddata", "siim_covid",
     "rsna_mgmt",
     # batch 5 (first run: 1/10)
-    "panda", "isic2020", "pddca", "object_cxr",
+    "panda", "isic2020", "pddca", "object_cxr", "rfmid",
 }
 CASES = [c for c in cases_for("all") if c.key in READ_RIGHT]
 

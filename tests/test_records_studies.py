@@ -33,7 +33,8 @@ def _studies(root: Path, header_less: bool = True, named: bool = False) -> int:
             for s in range(2):
                 label = (p + s) % 2
                 suffix = ("_positive" if label else "_negative") if named else ""
-                study = f"{split}/{['XR_HAND', 'XR_KNEE'][p % 2]}/patient{p:03d}/study{s + 1}{suffix}"
+                part = ["XR_HAND", "XR_KNEE"][p % 2]
+                study = f"{split}/{part}/patient{p:03d}/study{s + 1}{suffix}"
                 for j in range(1 + (p + s) % 3):
                     _png(root / study / f"image{j + 1}.png", k, (24 + 4 * j, 24))
                     k += 1
@@ -219,3 +220,31 @@ def test_one_image_stored_in_two_formats_is_one_sample(tmp_path):
     assert len(scan.samples) == 12 and all(s.image.endswith(".dcm") for s in scan.samples)
     assert all(s.extra["other_files"][0].endswith(".jpg") for s in scan.samples)
     assert len({s.group for s in scan.samples}) == 6
+
+
+def test_ids_that_restart_in_each_split_are_read_beside_their_own_table(tmp_path):
+    """RFMiD style: ``Training_Set/Training_Set/{RFMiD_Training_Labels.csv, Training/1.png}``
+    and the same for the evaluation and test sets, ids 1..n in each: ``1`` is the image beside
+    the table it is listed in; the three tables are one source with their splits."""
+    root = tmp_path / "fundus"
+    k = 0
+    for folder, table, images, n in (("Training_Set", "RFMiD_Training_Labels", "Training", 16),
+                                     ("Evaluation_Set", "RFMiD_Validation_Labels",
+                                      "Validation", 6),
+                                     ("Test_Set", "RFMiD_Testing_Labels", "Test", 6)):
+        base = root / folder / folder
+        rows = ["ID,Disease_Risk,DR,MH,ODC"]
+        for i in range(1, n + 1):
+            _png(base / images / f"{i}.png", k)
+            k += 1
+            flags = [i % 3 > 0, i % 3 == 1, i % 3 == 2, i % 4 == 0]
+            rows.append(",".join([str(i), *(str(int(f)) for f in flags)]))
+        (base / f"{table}.csv").write_text("\n".join(rows) + "\n")
+    scan = scan_folder(root, "Fundus photographs; several conditions can be present in one image.")
+    findings = next(t for t in scan.details["targets"] if t["name"] == "findings")
+    assert findings["num_samples"] == 28 and findings["split"] == "kept from the dataset"
+    chosen = scan_with_recipe(root, Recipe.from_json(findings["recipe"]))
+    by_name = {(Path(s.image).parent.name, Path(s.image).name): s for s in chosen.samples}
+    assert len(by_name) == 28   # 1.png of each set is its own sample
+    assert by_name[("Training", "1.png")].split == "train"
+    assert by_name[("Test", "1.png")].split == "test"

@@ -24,9 +24,10 @@ from core.datasets.layouts.array_headers import header_dimension
 from core.datasets.layouts.types import FORMAT_OF_SUFFIX, ScanResult, group_of, image_suffix
 
 SPLITS = {"train": "train", "training": "train", "tr": "train", "val": "val", "valid": "val",
-          "validation": "val", "dev": "val", "test": "test", "testing": "test", "ts": "test"}
-SPLIT_WORD = re.compile(r"(?:^|[^a-z])(train(?:ing)?|val(?:id(?:ation)?)?|dev|test(?:ing)?)"
-                        r"(?:[^a-z]|$)", re.I)
+          "validation": "val", "dev": "val", "evaluation": "val", "test": "test",
+          "testing": "test", "ts": "test"}
+SPLIT_WORD = re.compile(r"(?:^|[^a-z])(train(?:ing)?|val(?:id(?:ation)?)?|dev|evaluation|"
+                        r"test(?:ing)?)(?:[^a-z]|$)", re.I)
 GENERIC_DIRS = {"images", "image", "imgs", "img", "data", "dataset", "datasets", "volumes",
                 "volume", "scans", "files", "nifti", "nii", "dicom", "png", "jpg", "raw",
                 "imagestr", "imagests", "images_normalized"}

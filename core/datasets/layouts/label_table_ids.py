@@ -46,6 +46,7 @@ class IdMatcher:
         self.root = root
         self.images = images
         self._exact: dict[str, Path | None] = {}   # None: several files share the key
+        self._many: dict[str, list[Path]] = {}     # ... and which files those are
         self._dirs: dict[str, Path | None] = {}
         self.members: dict[Path, list[Path]] = {}   # a folder's 2D images, in name order
         folders = set()
@@ -59,7 +60,7 @@ class IdMatcher:
             for k in range(1, len(parts) + 1):
                 head = "/".join(parts[-k:-1])
                 for form in head_forms:
-                    self._add(self._exact, f"{head}/{form}" if head else form, path)
+                    self._add_exact(f"{head}/{form}" if head else form, path)
             if len(parts) > 1 and not VOLUME_NAME.search(parts[-1]):
                 folders.add(path.parent)   # a folder of 2D slices is a scan; of volumes, not
                 self.members.setdefault(path.parent, []).append(path)
@@ -80,6 +81,29 @@ class IdMatcher:
             if parts[-1].isdigit() and parts[-1].lstrip("0"):   # "12" names folder 00012
                 self._add(self._cases, parts[-1].lstrip("0"), case)
         self._runs: dict[tuple[str, ...], list[Path]] | None = None
+
+    def _add_exact(self, key: str, path: Path) -> None:
+        known = self._exact.get(key, False)
+        if known is False:
+            self._exact[key] = path
+        elif known != path:
+            many = self._many.setdefault(key, [known] if known is not None else [])
+            if path not in many:
+                many.append(path)
+            self._exact[key] = None
+
+    def near(self, value: object, folder: Path) -> Path | None:
+        """The one file a cell names among several of that name, the one under ``folder``
+        (RFMiD: ``1`` is ``Training/1.png`` for the table in the training set's folder, and
+        ``Validation/1.png`` for the validation table); None when that does not decide."""
+        if not isinstance(value, str) or not value or len(value) > 1000:
+            return None
+        parts = [p for p in self._normal(value).split("/") if p and p != "."]
+        for k in range(len(parts), 0, -1):
+            found = [p for p in self._many.get("/".join(parts[-k:]), []) if folder in p.parents]
+            if found:
+                return found[0] if len(found) == 1 else None
+        return None
 
     @staticmethod
     def _add(table: dict, key: str, path: Path) -> None:
@@ -147,8 +171,12 @@ class IdMatcher:
                 return sorted(self.series[case])
         return []
 
-    def find(self, value: object, use_ids: bool) -> list[Path]:
+    def find(self, value: object, use_ids: bool, near: str | Path | None = None) -> list[Path]:
+        """The file(s) a cell names; ``near`` (the folder of the table the cell is in) decides
+        between files of one name in several folders."""
         hit = self.exact(value)
+        if hit is None and near:
+            hit = self.near(value, Path(near))
         if hit is None and isinstance(value, str):   # SIIM-FISABIO-RSNA's 7f8b48feddfc_image
             bare = KIND_WORD.sub("", value.strip())
             hit = self.exact(bare) if bare and bare != value.strip() else None

@@ -59,6 +59,7 @@ TEXT_NAME = re.compile(r"report|finding|impression|text|caption|note|conclusion|
 LIST_SEP = re.compile(r"\s*[|;，；、]\s*")   # full-width comma and semicolon, ideographic comma
 LABEL_SEP = re.compile(r"\s*[|;,，；、]\s*")   # in a labels field a quoted "A,B" is 2 labels
 MAX_CLASSES = 60
+ORIGIN = "__dir__"   # the folder of the table a record came from (core.datasets.records.sources)
 
 
 @dataclass
@@ -156,8 +157,10 @@ def _role(name: str, values: list, n_rows: int) -> str:
     if STUDY_NAME.search(bare) and not LABEL_NAME.search(bare):
         return "study"
     if (ID_NAME.fullmatch(bare) or ID_SUFFIX.search(name.strip())) and \
-            len(distinct) == len(filled) and len(filled) >= 4:
-        return "id"   # an integer record number named ID is not a measure
+            len(distinct) >= 0.5 * len(filled) and len(filled) >= 4:
+        # an integer record number named ID is not a measure (unique per table; ids restart
+        # in each split's table, RFMiD, so over merged tables at least half are distinct)
+        return "id"
     if numeric:
         integers = all(re.fullmatch(r"-?\d+(?:\.0+)?", v) for v in present)
         if MEASURE_NAME.search(bare) and not LABEL_NAME.search(bare):
@@ -177,7 +180,8 @@ def profile(records: list[dict], limit: int = 20_000) -> dict[str, FieldInfo]:
     names: dict[str, None] = {}
     for r in rows:
         for k in r:
-            names.setdefault(k, None)
+            if k != ORIGIN:   # where the record was read, not a field of it
+                names.setdefault(k, None)
     out = {}
     for name in names:
         values = [r.get(name, "") for r in rows]

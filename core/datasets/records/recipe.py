@@ -42,7 +42,7 @@ from core.datasets.layouts.types import (FORMAT_OF_SUFFIX, Sample, ScanError, Sc
                                          image_suffix)
 from core.datasets.records.channels import channel_units, choose_channels
 from core.datasets.layouts.study_folders import IMAGES, folder_images
-from core.datasets.records.fields import binary_value, split_labels
+from core.datasets.records.fields import ORIGIN, binary_value, split_labels
 from core.datasets.records.sources import Source
 from core.datasets.records.sample_rules import split_from_folders, without_rare_labels
 from core.datasets.records.variants import choose_variant, keep_variant, one_format
@@ -76,7 +76,7 @@ class Recipe:
     # image is a sample with the record's label
     extra_image_fields: list[str] = field(default_factory=list)
     # a record naming a folder: ``scan`` (its 2D images are the slices of one volume) or
-    # ``images`` (a study: each image is a sample with the record's label); see layouts.study_folders
+    # ``images`` (a study: each image is a sample with the record's label); layouts.study_folders
     folders: str = ""
     # a record naming several processed versions of one scan: the version kept (its path
     # signature, records.variants); "" when records name one file each
@@ -213,7 +213,7 @@ def _images_named(recipe: Recipe, record: dict, matcher: IdMatcher) -> list[Path
     out: list[Path] = []
     for name in [recipe.image_field, *recipe.extra_image_fields]:
         ref = record.get(name, "")
-        hits = matcher.find(ref, recipe.match == "id") if ref else []
+        hits = matcher.find(ref, recipe.match == "id", record.get(ORIGIN)) if ref else []
         hits = [h for h in hits if h.is_file()] if recipe.match == "id" else hits
         for hit in hits:
             if recipe.folders == IMAGES and hit.is_dir():
@@ -233,7 +233,7 @@ def _units(recipe: Recipe, record: dict, hits: list[Path], matcher: IdMatcher) -
         views = {}
         for name in [recipe.image_field, *recipe.extra_image_fields]:
             ref = record.get(name, "")
-            found = matcher.find(ref, recipe.match == "id") if ref else []
+            found = matcher.find(ref, recipe.match == "id", record.get(ORIGIN)) if ref else []
             if len(found) == 1:
                 views[name] = found[0]
         return [views] if len(views) >= 2 else list(views.values())
@@ -306,9 +306,9 @@ def apply_recipe(root: Path, recipe: Recipe, source: Source, images: list[Path],
     for k, e in list(entries.items()):
         if e["channels"] is not None:
             if not all(ch in e["channels"] for ch in channels):
+                lacking = ", ".join(c for c in channels if c not in e["channels"])
                 skipped.append(f"{e['path'].parent.name}/{e['path'].name}: its record lacks "
-                               f"channel(s) {', '.join(c for c in channels if c not in e['channels'])}"
-                               "; left out")
+                               f"channel(s) {lacking}; left out")
                 del entries[k]
                 continue
             e["image"] = [str(e["channels"][ch]) for ch in channels]

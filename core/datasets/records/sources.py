@@ -35,6 +35,7 @@ from core.datasets.layouts.common import split_of_name
 from core.datasets.layouts.inventory import Inventory
 from core.datasets.layouts.tables import _cell, read_sheets
 from core.datasets.records.cell_values import boxes_in_cells, shapes_in_cells
+from core.datasets.records.fields import ORIGIN
 
 MAX_SOURCE_BYTES = 200_000_000
 MAX_TEXT_BYTES = 200_000          # a per-file report or list is small
@@ -57,7 +58,8 @@ class Source:
         seen: dict[str, None] = {}
         for record in self.records[:5000]:
             for key in record:
-                seen.setdefault(key, None)
+                if key != ORIGIN:   # where the record was read, not one of its fields
+                    seen.setdefault(key, None)
         return list(seen)
 
 
@@ -329,11 +331,11 @@ def _read_file(root: Path, path: Path) -> list[Source]:
         for sheet, _cols, rows in read_sheets(path):
             if rows:
                 out.append(Source(f"{rel}#{sheet}" if sheet else rel, path, "table",
-                                  shapes_in_cells(boxes_in_cells(rows))))
+                                  _located(shapes_in_cells(boxes_in_cells(rows)), path)))
         return out
     if suffix in (".csv", ".tsv"):
         return [Source(rel, path, "table",
-                       shapes_in_cells(boxes_in_cells(read_delimited(path))))]
+                       _located(shapes_in_cells(boxes_in_cells(read_delimited(path))), path))]
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     if suffix == ".jsonl":
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -348,20 +350,31 @@ def _read_file(root: Path, path: Path) -> list[Source]:
     return []
 
 
+def _located(rows: list[dict], path: Path) -> list[dict]:
+    """Each row with the folder of its table (``__dir__``): a name several folders hold is the
+    one beside the table (records.fields leaves it out of the fields)."""
+    folder = str(path.parent)
+    for row in rows:
+        row[ORIGIN] = folder
+    return rows
+
+
 def _split_key(name: str) -> tuple[str, str] | None:
-    """(the source's path with its split part replaced by ``*``, the split) when one part of
-    the path (the file's stem or a folder: ``valid.csv``, ``data/test/radiology/captions.txt``)
-    names a split; None otherwise."""
+    """(the source's path with each part that names a split replaced by ``*``, the split the
+    innermost one names) when a part of the path (the file's stem or a folder: ``valid.csv``,
+    ``data/test/radiology/captions.txt``, RFMiD's ``Training_Set/Training_Set/
+    RFMiD_Training_Labels.csv``) names a split; None otherwise."""
     path, _, sheet = name.partition("#")
-    parts = Path(path).parts
+    parts = list(Path(path).parts)
+    split = ""
     for i in range(len(parts) - 1, -1, -1):
-        split = split_of_name(parts[i])
-        if split:
-            key = "/".join(parts[:i] + ("*",) + parts[i + 1:])
-            if i == len(parts) - 1:
-                key += Path(parts[i]).suffix
-            return key + (f"#{sheet}" if sheet else ""), split
-    return None
+        named = split_of_name(parts[i])
+        if named:
+            split = split or named
+            parts[i] = "*" + (Path(parts[i]).suffix if i == len(parts) - 1 else "")
+    if not split:
+        return None
+    return "/".join(parts) + (f"#{sheet}" if sheet else ""), split
 
 
 def _merge_splits(sources: list[Source]) -> list[Source]:

@@ -43,8 +43,8 @@ from core.datasets.layouts.label_table_ids import IdMatcher
 from core.datasets.layouts.study_folders import folder_reading
 from core.datasets.layouts.tables import (LABEL_NAME, NEGATIVES, code_mapping, described_column,
                                           described_finding)
-from core.datasets.records.fields import (MISSING, FieldInfo, binary_value, polarity_pair,
-                                          profile)
+from core.datasets.records.fields import (MISSING, ORIGIN, FieldInfo, binary_value,
+                                          polarity_pair, profile)
 from core.datasets.records.recipe import LABEL_ROLES, Recipe
 from core.datasets.records.sources import Source
 
@@ -65,18 +65,24 @@ PROBE = 3000            # rows that choose the image field
 FULL_ROWS = 200_000     # rows counted when the first ones are inconclusive
 
 
-def _resolved(matcher: IdMatcher, values: list, use_ids: bool) -> tuple[int, set[str], bool]:
-    """(rows that name an image, images named, whether some row names several)."""
+def _resolved(matcher: IdMatcher, values: list, use_ids: bool, nears: list | None = None
+              ) -> tuple[int, set[str], bool]:
+    """(rows that name an image, images named, whether some row names several); ``nears``:
+    each row's table folder (a name several folders hold is the one beside the table)."""
     rows, named, several = 0, set(), False
-    for value in values:
+    for number, value in enumerate(values):
         if isinstance(value, list) or not str(value).strip():
             continue
-        hits = matcher.find(str(value), use_ids)
+        hits = matcher.find(str(value), use_ids, nears[number] if nears else None)
         if hits:
             rows += 1
             named.update(str(h) for h in hits)
             several = several or len(hits) > 1
     return rows, named, several
+
+
+def _nears(records: list[dict]) -> list:
+    return [r.get(ORIGIN) for r in records]
 
 
 def image_field(source: Source, matcher: IdMatcher, infos: dict[str, FieldInfo]
@@ -95,7 +101,7 @@ def image_field(source: Source, matcher: IdMatcher, infos: dict[str, FieldInfo]
         values = [r.get(name, "") for r in sample]
         filled = sum(1 for v in values if not isinstance(v, list) and str(v).strip())
         for use_ids in (False, True):
-            rows, named, several = _resolved(matcher, values, use_ids)
+            rows, named, several = _resolved(matcher, values, use_ids, _nears(sample))
             if rows < max(2, 0.3 * filled) or len(named) < MIN_IMAGES:
                 missed.append((rows, name, use_ids))
                 continue
@@ -125,7 +131,8 @@ def _over_every_row(source: Source, matcher: IdMatcher, missed: list) -> tuple |
     best = None
     for _, name, use_ids in hit:
         values = [r.get(name, "") for r in source.records[:FULL_ROWS]]
-        rows, named, several = _resolved(matcher, values, use_ids)
+        rows, named, several = _resolved(matcher, values, use_ids,
+                                         _nears(source.records[:FULL_ROWS]))
         if rows >= 2 and len(named) >= max(MIN_IMAGES, 0.5 * len(matcher.images)):
             score = (len(named), not use_ids)
             if best is None or score > best[0]:
@@ -150,7 +157,7 @@ def _more_image_fields(source: Source, matcher: IdMatcher, infos: dict[str, Fiel
             continue
         values = [r.get(name, "") for r in sample]
         filled = sum(1 for v in values if not isinstance(v, list) and str(v).strip())
-        rows, hits, _ = _resolved(matcher, values, match == "id")
+        rows, hits, _ = _resolved(matcher, values, match == "id", _nears(sample))
         if rows >= max(2, 0.3 * filled) and len(hits) >= MIN_IMAGES and not hits & seen:
             out.append(name)
             seen |= hits
