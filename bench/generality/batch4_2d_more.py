@@ -201,9 +201,14 @@ def _bccd_smear(rng, h=48, w=64):
     return to_u8(img), objs
 
 
+# the released XMLs keep the absolute folder of the annotator's own machine (a Raspberry Pi
+# account there); any absolute path that does not exist here plays the same part
+ANNOTATOR_DIR = "/media/pi/detection_dataset"
+
+
 def _voc_xml(name, w, h, objs) -> str:
     out = ["<annotation>", "\t<folder>JPEGImages</folder>", f"\t<filename>{name}</filename>",
-           f"\t<path>/home/pi/detection_dataset/JPEGImages/{name}</path>", "\t<source>",
+           f"\t<path>{ANNOTATOR_DIR}/JPEGImages/{name}</path>", "\t<source>",
            "\t\t<database>Unknown</database>", "\t</source>", "\t<size>",
            f"\t\t<width>{w}</width>", f"\t\t<height>{h}</height>", "\t\t<depth>3</depth>",
            "\t</size>", "\t<segmented>0</segmented>"]

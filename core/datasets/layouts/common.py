@@ -75,11 +75,6 @@ def split_cell(value: object) -> str:
     return SPLITS.get(str(value).strip().lower(), "")
 
 
-# a folder named for its patient or subject (MURA's patient00255, BIDS sub-01, case_00012)
-PATIENT_FOLDER = re.compile(r"^(?:patient|subject|sub|pat|participant|person|case)[-_ ]?"
-                            r"[A-Za-z]*\d+[A-Za-z0-9]*$", re.I)
-
-
 def folder_group(path: Path, root: Path, shared: frozenset = frozenset()) -> str:
     """The case folder an image sits in (``train_1`` for ``train/train_1/train_1_a/x.nii.gz``),
     skipping split and generic folder names and the ``shared`` ones every image sits in
@@ -88,7 +83,7 @@ def folder_group(path: Path, root: Path, shared: frozenset = frozenset()) -> str
         parts = path.relative_to(root).parent.parts
     except ValueError:
         return ""
-    named = [p for p in parts if PATIENT_FOLDER.match(p)]
+    named = [p for p in parts if group_of(p)[1]]   # MURA's patient00255, BIDS sub-01
     if named:   # a level named for the patient wins over a body-part or site folder above it
         return named[0]
     for part in parts:

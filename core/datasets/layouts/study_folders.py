@@ -16,12 +16,14 @@ volume. An ML engineer tells them apart by what the images are:
 Otherwise a folder stays a scan, as before. The answer is kept in the recipe (``folders``:
 ``scan`` or ``images``) so that the user can correct it.
 
-May import: nothing of the project.
+May import: core.imaging.refs.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from core.imaging.refs import DICOM_SUFFIXES
 
 SCAN, IMAGES = "scan", "images"
 PROJECTION = re.compile(r"\b(?:x-?rays?|radiograph\w*|cxr|fundus|fundi|retinal? photo\w*|"
@@ -32,7 +34,7 @@ CROSS_SECTIONAL = re.compile(r"\b(?:ct|mri?|cbct|pet|volumes?|volumetric|3d|slic
 STUDY_NAME = re.compile(r"(?:^|[_\-\s])(?:study|studies|exam|visit|views?|session)\d*"
                         r"(?:$|[_\-\s])|^(?:study|exam|visit)\d", re.I)
 SLICE_NAME = re.compile(r"slice|(?:^|[_\-])(?:sl|z)\d+", re.I)
-SERIES_SUFFIX = ("", ".dcm", ".dicom", ".ima")
+SERIES_SUFFIX = ("",) + DICOM_SUFFIXES   # DICOM files, named with or without a suffix
 PROBED = 5   # folders whose image sizes are read
 
 

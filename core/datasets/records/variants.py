@@ -27,9 +27,8 @@ from collections import Counter
 from pathlib import Path
 
 from core.datasets.layouts.types import image_suffix
-from core.datasets.records.channels import channel_units
+from core.datasets.records.channels import VOLUME_SUFFIXES, channel_units
 
-VOLUME_SUFFIXES = (".nii", ".nii.gz", ".mha", ".mhd", ".nrrd", ".nhdr", ".hdr", ".img", ".mnc")
 MIN_SHARE = 0.5     # records naming several versions, for versions to be chosen among
 COMMON = 0.8        # a version kept must be in this share of those records
 PREFERENCES = [(re.compile(r"seg|mask(?!ed)|label|prob", re.I), -10),   # a segmentation
